@@ -81,6 +81,11 @@ size_t dattn_cpu_bwd_workspace(const dattn_call *c);
 dattn_status dattn_cpu_fwd(const dattn_call *c, const dattn_slotmap *sm);
 dattn_status dattn_cpu_bwd(const dattn_call *c, const dattn_slotmap *sm);
 const char *dattn_cpu_isa(void);
+/* Forces the CPU kernel family ("portable", "avx2", "avx512"; NULL or "auto" = best the
+ * CPU has). UNSUPPORTED if this CPU or build lacks it. Not thread-safe against running
+ * calls; tests and benchmarks use it. The environment variable DATTN_CPU_ISA has the same
+ * effect at the first call. */
+dattn_status dattn_cpu_set_isa(const char *name);
 
 /* --- CUDA backend (src/cuda/launch.cu); stubs in dattn.c when built without CUDA --- */
 int dattn_cuda_built(void);

@@ -19,6 +19,12 @@ size_t dattn_cpu_fwd_workspace(const dattn_call *c)
 
 const char *dattn_cpu_isa(void) { return "portable"; }
 
+dattn_status dattn_cpu_set_isa(const char *name)
+{
+    if (!name || !strcmp(name, "auto") || !strcmp(name, "portable")) return DATTN_OK;
+    return dattn_set_error(DATTN_UNSUPPORTED, "CPU kernel family '%s' is not built", name);
+}
+
 typedef struct fwd_buf {
     float *K, *V, *PK, *PQ, *s, *qi, *acc, *c2p;
     unsigned char *c2p_done;
