@@ -1,0 +1,102 @@
+/* One attention problem for the tests: a case description (shape, dtype, layout,
+ * strides, mask, positions, dropout), its poisoned buffers and params, and the checked
+ * calls: run forward/backward, require OK, inputs untouched, no byte written outside the
+ * output elements, every output element written and finite, and agreement with the
+ * float64 reference (ref64) within the tolerance rule stated in tprob.c. */
+#ifndef DATTN_TESTS_TPROB_H
+#define DATTN_TESTS_TPROB_H
+
+#include "dattn.h"
+#include "tutil.h"
+
+/* Mask patterns (padded layout). */
+enum {
+    MK_NONE,   /* mask.data = NULL */
+    MK_ONES,   /* explicit all-token mask */
+    MK_RIGHT,  /* tokens then padding */
+    MK_LEFT,   /* padding then tokens */
+    MK_HOLES,  /* random holes */
+    MK_EMPTY,  /* sequence 0 has no token at all; the others right-padded */
+    MK_SINGLE, /* one token per sequence, anywhere */
+    MK_MIXED,  /* sequence b gets pattern (b % 6) + MK_RIGHT..: right, left, holes,
+                  empty, single, ones */
+    MK_COUNT
+};
+
+/* Memory layouts of the tensors (see tprob.c). */
+enum {
+    LY_CONTIG, /* [B,L,H,D] / [T,H,D] contiguous, one buffer per tensor */
+    LY_FUSED,  /* q,k,v (and dq,dk,dv) views of one [B,L,3,H,D] buffer; pk/pq of one
+                  [H,2S,2,D]; out and dout transposed [B,H,L,D] */
+    LY_TRANS,  /* everything [B,H,L,D] ([H,T,D] packed); pk/pq shared by every head
+                  (head stride 0) */
+    LY_PADDED, /* padded strides in every dimension and a 1-element lead offset */
+    LY_COUNT
+};
+
+typedef struct tcase {
+    int32_t dtype, layout, pos_att, pb, M, padrows;
+    int64_t B, L, H, D;
+    int mask;            /* MK_* (padded layout) */
+    int variant;         /* LY_* */
+    float dropout;
+    double amp;          /* inputs uniform in (-amp, amp); 0 = 2.0 */
+    int bwd;             /* also run and check the backward */
+    int rows;            /* forward check: 0 = every row; > 0 = that many sampled rows */
+    int32_t threads;     /* num_threads */
+    int no_lse;          /* forward with lse.data = NULL (no backward then) */
+    const int64_t *lens; /* packed: the B sequence lengths (NULL: random, some empty) */
+} tcase;
+
+typedef struct tprob {
+    tcase c;
+    char name[256];
+    dattn_params p;
+    int32_t S;
+    int64_t T;           /* packed: total tokens */
+    int64_t ntok;        /* B*L or T */
+    int32_t *cu;         /* packed: cu_seqlens (owned) */
+    int32_t *cu_snap;
+    int64_t *lens;       /* per sequence (padded: L) */
+    tarena ar[16];
+    size_t need[16];
+    int nar;
+    tarena ws;
+    tview q, k, v, pk, pq, mask, out, lse, dout, dq, dk, dv, dpk, dpq;
+    double worst_fwd, worst_lse, worst_bwd[5]; /* largest error / tolerance seen */
+    const char *tag;     /* appended to messages (e.g. the CPU kernel family) */
+    /* cached reference results (the inputs never change after tprob_init) */
+    double *rf[4];       /* full forward: out, mag, smag, lse */
+    double *rb[15];      /* backward: value, mag, smag for dq, dk, dv, dpk, dpq */
+} tprob;
+
+/* Builds the problem (fresh random inputs from r). */
+void tprob_init(tprob *P, const tcase *c, trng *r);
+void tprob_free(tprob *P);
+
+/* Runs the forward with every check; returns 1 when all passed. `check_ref` 0 skips the
+ * reference comparison (used when only bitwise comparisons follow). */
+int tprob_fwd(tprob *P, int check_ref);
+/* Runs the backward (on the library's own out/lse) with every check. */
+int tprob_bwd(tprob *P, int check_ref);
+
+/* Raw bytes of the outputs, for bitwise comparisons (caller frees). */
+unsigned char *tprob_fwd_bits(const tprob *P, size_t *n);
+unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
+
+/* The tolerance rule (documented at the top of tprob.c): the largest |got - ref| allowed
+ * for one element of out (grad = 0) or of a gradient (grad = 1) with float64 value ref
+ * and magnitudes mag, smag (ref64 *_mag), L the (max) sequence length; and for one lse. */
+#define TOL_A 1.0       /* x eps(dtype) * |ref|: twice the half-ulp rounding of the result */
+#define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
+#define TOL_B_GRAD 0.125
+#define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
+#define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
+double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
+double tprob_bound(int32_t dtype, int64_t L, int grad, double ref, double mag, double smag);
+double tprob_bound_lse(int64_t L, double ref);
+
+const char *tu_mask_name(int m);
+const char *tu_variant_name(int v);
+
+#endif
