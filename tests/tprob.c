@@ -21,7 +21,7 @@ double tprob_bound(int32_t dtype, int64_t L, int grad, double ref, double mag, d
 {
     double b = grad ? TOL_B_GRAD : TOL_B_OUT;
     return tu_eps(dtype) * (TOL_A * fabs(ref) + b * mag) +
-           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype);
+           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) + TOL_UNDERFLOW;
 }
 
 double tprob_bound_lse(int64_t L, double ref)

@@ -91,6 +91,7 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 #define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
 #define TOL_B_GRAD 0.125
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
+#define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN: fp32 subnormal / flush-to-zero effects */
 #define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
 double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
 double tprob_bound(int32_t dtype, int64_t L, int grad, double ref, double mag, double smag);
