@@ -119,7 +119,7 @@ asan:
 valgrind:
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 tests-build
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 TEST_ARGS="--quick" \
-	  TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect" test
+	  TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect" test
 
 # ---- install -----------------------------------------------------------------------
 install: lib

@@ -1,19 +1,19 @@
-"""Measures the error of transformers' eager DisentangledSelfAttention against float64,
-in the metric the C tests use, to justify their tolerances (see tests/tprob.c).
+"""Measures the error of transformers' eager DisentangledSelfAttention against float64 in
+the metric of the C tests' tolerance rule (documented at the top of tests/test_sweep.c):
 
-For every output element the C tests allow  |got - ref| <= c * eps(dtype) * mag + tiny,
-where mag is the sum of the absolute values of the terms of that element (ref64.h:
-out: sum_j p|v|; gradients: see ref64_bwd_mag). This script runs the real transformers
-module (projections captured by hooks, so q, k, v, pos_key, pos_query are exactly what
-the eager path used), computes float64 reference values and magnitudes from the captured
-tensors, and prints for each dtype and output the largest  |eager - ref| / (eps * mag)
-— the "c" transformers itself needs. The SPEC acceptance rule is "at most 2x the error of
-the eager path"; a C-test constant c below 2x the smallest eager value here is stricter.
+    bound = eps(dtype) * (A |ref| + B mag) + F max(1, sqrt(L/512)) eps32 smag + tiny
 
-    /work/venv/bin/python tests/calibrate_eager.py [--seed N]
+It runs the real transformers module, with forward hooks that replace the outputs of
+query/key/value/pos_key/pos_query projections by tensors drawn like the C tests draw
+them (uniform, rounded to the dtype), computes float64 values and the magnitudes mag and
+smag (as ref64.h defines them) from those tensors, and prints, per dtype and output, the
+smallest over shapes of max(|eager - ref| / bound). The SPEC acceptance rule is "at most
+2x the error of the eager path": a value >= 0.5 means the C bound is no looser than that.
 
-Not part of `make test` (it needs torch + transformers); run by hand when the
-tolerances are revisited. Output of the last run is quoted in tests/tprob.c.
+    /work/venv/bin/python tests/calibrate_eager.py [--seed N] [--amp 2] [--A 1 ...]
+
+Not part of `make test` (it needs torch + transformers); run it by hand when the
+tolerances change. The numbers of the last run are quoted in tests/test_sweep.c.
 """
 import argparse
 import math
