@@ -382,8 +382,13 @@ static int checked_call(tprob *P, int is_bwd, const tview *const *in, int nin,
     for (int a = 0; a < no; a++) tarena_poison(oa[a]);
     for (int a = 0; a < ni; a++) tarena_snapshot(ia[a]);
     if (P->cu) memcpy(P->cu_snap, P->cu, sizeof(int32_t) * (size_t)(P->c.B + 1));
-    prep_workspace(P, is_bwd);
-    dattn_status st = is_bwd ? dattn_bwd(&P->p) : dattn_fwd(&P->p);
+    dattn_status st;
+    if (P->runner) {
+        st = P->runner(P, is_bwd, P->runner_ctx);
+    } else {
+        prep_workspace(P, is_bwd);
+        st = is_bwd ? dattn_bwd(&P->p) : dattn_fwd(&P->p);
+    }
     const char *dir = is_bwd ? "bwd" : "fwd";
     if (!tu_check(st == DATTN_OK, "%s %s returned %s: %s", NM(P), dir,
                   dattn_status_string(st), dattn_last_error()))
@@ -594,6 +599,17 @@ int tprob_bwd(tprob *P, int check_ref)
     tu_log("  %s bwd: worst err/bound dq %.3g dk %.3g dv %.3g dpk %.3g dpq %.3g\n", NM(P),
            P->worst_bwd[0], P->worst_bwd[1], P->worst_bwd[2], P->worst_bwd[3], P->worst_bwd[4]);
     return ok;
+}
+
+int tprob_locate(const tprob *P, const void *ptr, size_t *off)
+{
+    const unsigned char *c = (const unsigned char *)ptr;
+    for (int a = 0; a < P->nar; a++)
+        if (c >= P->ar[a].mem && c < P->ar[a].mem + P->ar[a].bytes) {
+            if (off) *off = (size_t)(c - P->ar[a].mem);
+            return a;
+        }
+    return -1;
 }
 
 static unsigned char *bits_of(const tview *const *vs, int n, size_t *len)

@@ -48,6 +48,15 @@ typedef struct tcase {
     const int64_t *lens; /* packed: the B sequence lengths (NULL: random, some empty) */
 } tcase;
 
+struct tprob;
+/* Optional way to run a call elsewhere (the CUDA tests): given the host problem P (its
+ * outputs poisoned, its params P->p pointing into the host arenas P->ar[]), run the
+ * forward (is_bwd = 0) or backward on the device and leave in every host arena exactly
+ * the bytes the device buffers hold afterwards (copy whole arenas both ways: that keeps
+ * the gap and poison checks meaningful). tprob_locate() maps a params pointer to its
+ * arena and offset. The runner allocates and poisons the device workspace itself. */
+typedef dattn_status (*tprob_runner)(struct tprob *P, int is_bwd, void *ctx);
+
 typedef struct tprob {
     tcase c;
     char name[256];
@@ -65,6 +74,8 @@ typedef struct tprob {
     tview q, k, v, pk, pq, mask, out, lse, dout, dq, dk, dv, dpk, dpq;
     double worst_fwd, worst_lse, worst_bwd[5]; /* largest error / tolerance seen */
     const char *tag;     /* appended to messages (e.g. the CPU kernel family) */
+    tprob_runner runner; /* NULL: dattn_fwd / dattn_bwd on the host */
+    void *runner_ctx;
     /* cached reference results (the inputs never change after tprob_init) */
     double *rf[4];       /* full forward: out, mag, smag, lse */
     double *rb[15];      /* backward: value, mag, smag for dq, dk, dv, dpk, dpq */
@@ -79,6 +90,9 @@ void tprob_free(tprob *P);
 int tprob_fwd(tprob *P, int check_ref);
 /* Runs the backward (on the library's own out/lse) with every check. */
 int tprob_bwd(tprob *P, int check_ref);
+
+/* Arena index holding host pointer ptr (and its byte offset there), or -1. */
+int tprob_locate(const tprob *P, const void *ptr, size_t *off);
 
 /* Raw bytes of the outputs, for bitwise comparisons (caller frees). */
 unsigned char *tprob_fwd_bits(const tprob *P, size_t *n);
