@@ -131,6 +131,9 @@ static void sweep_lengths(void)
     c = mk(DATTN_F32, 1, 2049, 1, 32);
     c.mask = MK_NONE, c.variant = LY_PADDED;
     run(&c);
+    c = mk(DATTN_F16, 1, 4097, 1, 32); /* deep in the saturated region: 4096 + 1 */
+    c.mask = MK_LEFT, c.rows = 24, c.bwd = 0, c.variant = LY_FUSED;
+    run(&c);
 }
 
 /* 2. Head dims: the three public ones, odd ones, the CPU maximum. */
