@@ -3,6 +3,6 @@
 
 #undef DATTN_FWD_IF_64
 #define DATTN_FWD_IF_64(...) DATTN_FWD_DEFINE(__VA_ARGS__)
-#define X(D, DT, NW, BN, BIG) DATTN_FWD_IF_##D(D, DT, NW, BN, BIG)
+#define X(D, DT, NW, MS, BN, BIG) DATTN_FWD_IF_##D(D, DT, NW, MS, BN, BIG)
 #include "instances.def"
 #undef X

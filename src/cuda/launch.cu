@@ -19,10 +19,10 @@ extern "C" {
 }
 #include "common.cuh"
 
-#define X(D, DT, NW, BN, BIG)                                                                  \
-    extern "C" cudaError_t dattn_launch_fwd_sm80_d##D##_##DT##_w##NW##n##BN(                    \
+#define X(D, DT, NW, MS, BN, BIG)                                                              \
+    extern "C" cudaError_t dattn_launch_fwd_sm80_d##D##_##DT##_w##NW##s##MS##n##BN(             \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream);     \
-    extern "C" int dattn_smem_fwd_sm80_d##D##_##DT##_w##NW##n##BN(void);
+    extern "C" int dattn_smem_fwd_sm80_d##D##_##DT##_w##NW##s##MS##n##BN(void);
 #include "instances.def"
 #undef X
 
@@ -248,11 +248,11 @@ typedef cudaError_t (*fwd_launcher)(const dattn_fwd_args *, int, int, int, cudaS
 /* The tensor-core instance for (D, dtype, big), its BM and shared memory. */
 static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 {
-#define X(D_, DT, NW, BN, BIG)                                                                 \
-    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && big == BIG) {                      \
-        *bm = 16 * NW;                                                                         \
-        *smem = dattn_smem_fwd_sm80_d##D_##_##DT##_w##NW##n##BN();                             \
-        return dattn_launch_fwd_sm80_d##D_##_##DT##_w##NW##n##BN;                              \
+#define X(D_, DT, NW, MS, BN, BIG)                                                             \
+    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && (big == BIG || !BIG)) {            \
+        *bm = 16 * MS * NW;                                                                    \
+        *smem = dattn_smem_fwd_sm80_d##D_##_##DT##_w##NW##s##MS##n##BN();                      \
+        return dattn_launch_fwd_sm80_d##D_##_##DT##_w##NW##s##MS##n##BN;                       \
     }
 #include "instances.def"
 #undef X
