@@ -24,6 +24,10 @@ except ImportError:
 
 from dattn import _lib  # noqa: E402
 
+# fp32 parity is checked at 1e-5: no TF32 anywhere (cuDNN convolutions default to it).
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
 SEED = int(os.environ.get("DATTN_TEST_SEED", random.SystemRandom().randrange(2**31)))
 
 
