@@ -12,6 +12,11 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 from setuptools.dist import Distribution
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # older setuptools
+    from wheel.bdist_wheel import bdist_wheel
+
 ROOT = Path(__file__).resolve().parent
 
 
@@ -33,4 +38,16 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildWithLibrary}, distclass=BinaryDistribution)
+class PlatformWheel(bdist_wheel):
+    """libdattn.so is loaded through ctypes, not imported as a CPython extension: the
+    wheel fits any Python 3 on this platform (py3-none-<platform>)."""
+
+    def get_tag(self):
+        _, _, plat = super().get_tag()
+        return "py3", "none", plat
+
+
+setup(cmdclass={"build_py": BuildWithLibrary, "bdist_wheel": PlatformWheel},
+      distclass=BinaryDistribution,
+      # setuptools' own staging stays out of the make tree's top level
+      options={"build": {"build_base": "build/python"}})

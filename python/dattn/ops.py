@@ -269,7 +269,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         rng = new_rng()
     if dropout_p <= 0.0:
         rng = None
-    out, _ = torch.ops.dattn.fwd(q, k, v, pk, pq, mask, cu_seqlens, rng, int(max_seqlen),
+    out, _ = torch.ops.dattn.fwd(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen,
                                  int(position_buckets), int(max_relative_positions),
                                  _PADROWS[padded_rows], float(dropout_p))
     return out
