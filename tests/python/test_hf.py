@@ -498,3 +498,35 @@ def test_fallback_when_library_says_unsupported_at_run_time(caplog, monkeypatch,
     monkeypatch.setattr(_lib, "fwd", refuse)
     _fallback_case(m, lambda: m(ids, attention_mask=mask).last_hidden_state, caplog,
                    "simulated refusal")
+
+
+def _cuda_state():
+    from dattn import _lib
+
+    if not torch.cuda.is_available():
+        return "none"
+    return "supported" if _lib.device_supported(_lib.DEVICE_CUDA, -1)[0] else "unsupported"
+
+
+@pytest.mark.skipif(_cuda_state() != "unsupported", reason="needs a GPU that libdattn does not support")
+def test_fallback_unsupported_device(caplog, seed):
+    cfg, m, ids, mask = _small()
+    m.cuda()
+    ids, mask = ids.cuda(), mask.cuda()
+    _fallback_case(m, lambda: m(ids, attention_mask=mask).last_hidden_state, caplog,
+                   "cannot run on cuda")
+
+
+@pytest.mark.skipif(_cuda_state() != "supported", reason="needs a GPU that libdattn supports")
+def test_cuda_attention_dropout_falls_back(caplog, seed):
+    """Until the CUDA kernels do dropout (hf.DROPOUT_DEVICES), training with attention
+    dropout on CUDA runs transformers' forward."""
+    from dattn import hf as _hf
+
+    if "cuda" in _hf.DROPOUT_DEVICES:
+        pytest.skip("CUDA dropout is enabled")
+    cfg, m, ids, mask = _small(attention_dropout=0.1)
+    m.cuda().train()
+    ids, mask = ids.cuda(), mask.cuda()
+    _fallback_case(m, lambda: m(ids, attention_mask=mask).last_hidden_state, caplog,
+                   "attention dropout")
