@@ -159,10 +159,15 @@ def _fallback_reason(enc, hidden_states, attention_mask, output_attentions, quer
             return "the 3-D/4-D attention_mask is not the outer product of a padding mask"
     else:
         return f"{attention_mask.dim()}-D attention_mask"
+    return _probe_reason(enc, hidden_states, packed=False)
+
+
+def _probe_reason(enc, hidden_states, packed: bool) -> Optional[str]:
+    """Why libdattn would not run this encoder's attention calls in the given layout
+    (None: it would). Host-only: module attributes, tensor metadata, cached probes."""
     dev = hidden_states.device
     dtype = _effective_dtype(hidden_states)
     rel = getattr(enc, "relative_attention", False)
-    training = enc.training
     need_grad = torch.is_grad_enabled() and (
         hidden_states.requires_grad or any(p.requires_grad for p in enc.parameters()))
     for layer in enc.layer:
@@ -186,7 +191,7 @@ def _fallback_reason(enc, hidden_states, attention_mask, output_attentions, quer
                         int(att.attention_head_size), bits,
                         int(enc.position_buckets) if rel else 256,
                         int(enc.max_relative_positions) if rel else 512,
-                        False, bool(need_grad), drop > 0.0)
+                        packed, bool(need_grad), drop > 0.0)
         if why is not None:
             return why
     return None
@@ -348,7 +353,7 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
 
     plan = None
     if mode != "padded" and attention_mask.dim() == 2 and not torch.compiler.is_compiling():
-        plan = _packing_plan(enc, attention_mask, B, L, mode)
+        plan = _packing_plan(enc, attention_mask, hidden_states, B, L, mode)
 
     rel_embeddings = enc.get_rel_embedding()
     _note("padded" if plan is None else "packed")
@@ -415,11 +420,15 @@ def _conv_packable(enc) -> bool:
             and isinstance(c.padding, tuple) and k % 2 == 1 and c.padding[0] == (k - 1) // 2)
 
 
-def _packing_plan(enc, mask, B, L, mode) -> Optional[_Plan]:
+def _packing_plan(enc, mask, hidden_states, B, L, mode) -> Optional[_Plan]:
     """Decides padded vs packed and, for packed, builds the index maps on the device.
     One host synchronisation (a handful of scalars)."""
     if not _conv_packable(enc):
         _log_info("the conv layer is not a plain odd-kernel Conv1d: running padded")
+        return None
+    why = _probe_reason(enc, hidden_states, packed=True)
+    if why is not None:
+        _log_info(f"the packed layout is not available ({why}): running padded")
         return None
     dev = mask.device
     valid = mask != 0

@@ -20,7 +20,6 @@ Dropout (dropout_p > 0) draws its Philox key from ``rng``, an int64 CPU tensor
 
 from __future__ import annotations
 
-import ctypes
 import functools
 from typing import Optional
 
