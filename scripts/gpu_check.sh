@@ -93,7 +93,7 @@ done
 
 # 6. benchmarks
 if [ $BENCH -eq 1 ]; then
-  step bench 200 env PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
+  step bench 240 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
 fi
 
 # 4. compute-sanitizer on small shapes
@@ -107,7 +107,9 @@ fi
 
 # 5. pytest on CUDA (the Python layer's suite, when present)
 if [ -d tests/python ]; then
-  step "pytest(cuda)" 240 env DATTN_TEST_DEVICE=cuda PYTHONPATH=python python3 -m pytest -q -x tests/python
+  step "pytest(cuda)" 240 env DATTN_LIBRARY="$(pwd)/build/libdattn.so" PYTHONPATH=python \
+    python3 -m pytest -q -rfE -k cuda -p no:cacheprovider tests/python
+  grep -E "^[= ]*[0-9]+ (passed|failed)" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 
 t_end=$(date +%s)
@@ -123,7 +125,7 @@ if os.path.exists(b):
 json.dump(j, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 EOF
 echo
-sed -n '/^shape /,/^encoder/p' "$LOG"
+sed -n '/^shape /,/^==== bench:/p' "$LOG" | grep -v '^===='
 echo "==== summary ($((t_end - t_start))s)"
 cat "$SUMMARY"
 if grep -q "FAIL\|TIMEOUT" "$SUMMARY"; then exit 1; fi

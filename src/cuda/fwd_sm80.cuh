@@ -487,21 +487,26 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 mx[0] = fmaxf(mx[0], fmaxf(s[ms][nb][0], s[ms][nb][1]));
                 mx[1] = fmaxf(mx[1], fmaxf(s[ms][nb][2], s[ms][nb][3]));
             }
-            float bias[2];
+            float bias[2], alpha[2];
 #pragma unroll
             for (int r = 0; r < 2; r++) {
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
                 mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
                 const float mnew = fmaxf(mrun[ms][r], fmaf(mx[r], sl2, radd[r]));
                 const float muse = mnew == neg_inf() ? 0.f : mnew;
-                const float alpha = ex2f(mrun[ms][r] - muse);
+                alpha[r] = ex2f(mrun[ms][r] - muse);
                 mrun[ms][r] = mnew;
                 bias[r] = radd[r] - muse;
-                lrun[ms][r] *= alpha;
+                lrun[ms][r] *= alpha[r];
+            }
+            /* the running max rarely moves after the first tiles: skip the rescale then */
+            if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
 #pragma unroll
                 for (int db = 0; db < G::DB; db++) {
-                    o[ms][db][2 * r] *= alpha;
-                    o[ms][db][2 * r + 1] *= alpha;
+                    o[ms][db][0] *= alpha[0];
+                    o[ms][db][1] *= alpha[0];
+                    o[ms][db][2] *= alpha[1];
+                    o[ms][db][3] *= alpha[1];
                 }
             }
 #pragma unroll
