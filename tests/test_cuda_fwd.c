@@ -707,8 +707,14 @@ static void api_checks(void)
     p.pk.data = pkq; p.pk.stride[0] = 512 * 64; p.pk.stride[1] = 64; p.pk.stride[2] = 1;
     p.pq = p.pk;
     int ok = 1;
-    /* dropout: unsupported for now, nothing written */
+    /* dropout: unsupported for now, nothing written; the workspace query says so too
+     * (the Python layer's probe relies on it) */
     p.dropout_p = 0.1f;
+    size_t wq = 0;
+    if (dattn_fwd_workspace_size(&p, &wq) != DATTN_UNSUPPORTED) {
+        printf("FAIL api: workspace query with dropout_p > 0 should be UNSUPPORTED\n");
+        ok = 0;
+    }
     if (dattn_fwd(&p) != DATTN_UNSUPPORTED || !strstr(dattn_last_error(), "dropout")) {
         printf("FAIL api: dropout_p > 0 should be UNSUPPORTED (%s)\n", dattn_last_error());
         ok = 0;

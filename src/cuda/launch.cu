@@ -259,13 +259,12 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
     return NULL;
 }
 
-static dattn_status fwd_on_device(const dattn_call *c, int dev)
+extern "C" dattn_status dattn_cuda_check(const dattn_call *c)
 {
-    const dattn_params *p = c->p;
-    dev_info di;
-    dattn_status st = get_dev(dev, &di);
-    if (st != DATTN_OK) return st;
-    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
+    if (c->is_bwd)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "the CUDA backward is not implemented yet (the training issue "
+                               "adds it); use the CPU backend or the Python fallback");
     if (c->D > 256)
         return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld > 256 is not supported on CUDA",
                                (long long)c->D);
@@ -276,6 +275,21 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (c->B > 65535 || c->H > 65535)
         return dattn_set_error(DATTN_UNSUPPORTED, "%s > 65535 is not supported on CUDA",
                                c->B > 65535 ? "batch" : "heads");
+    if (c->c2p || c->p2c) {
+        const slot_cache *sc;
+        return get_slots(c, &sc);
+    }
+    return DATTN_OK;
+}
+
+static dattn_status fwd_on_device(const dattn_call *c, int dev)
+{
+    const dattn_params *p = c->p;
+    dev_info di;
+    dattn_status st = get_dev(dev, &di);
+    if (st != DATTN_OK) return st;
+    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
+    if ((st = dattn_cuda_check(c)) != DATTN_OK) return st;
 
     const slot_cache *sc = NULL;
     if (c->c2p || c->p2c) {
