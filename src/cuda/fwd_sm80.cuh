@@ -54,6 +54,7 @@ struct fwd_geom {
     static constexpr int NB = BN / 8;        /* n8 blocks of a score row */
     static constexpr int DB = D / 8;         /* n8 blocks of an output row */
     static constexpr int NG = BN + 16;       /* c2p window per strip */
+    static constexpr int PC = NG + 8;        /* c2p scratch pitch (floats) */
     static constexpr int PP = BN + 8;        /* p2c tile pitch (floats) */
     static constexpr int NWIN = BM + BN - 1; /* r values of a tile */
     static constexpr int NT = BM + BN;       /* window table entries */
@@ -62,11 +63,12 @@ struct fwd_geom {
     static constexpr int PARTS = NW / NSB;   /* warps per sub-block (p2c) */
     static constexpr int NBH = (BM + 16) / 8; /* p2c window n8 blocks per sub-block */
     static constexpr int NBP = (NBH + PARTS - 1) / PARTS;
-    /* region A: the Q tile, then the p2c tile [BM][PP] fp32 whose rows of each warp are
-     * also that warp's c2p scratch, then the output staging */
+    /* c2p scratch inside the warp's own rows of the p2c tile when it fits there */
+    static constexpr int SC_ALIAS = MS * PP >= PC;
     static constexpr int A_BYTES = BM * RB > BM * PP * 4 ? BM * RB : BM * PP * 4;
-    static constexpr int OFF_A = 0;
-    static constexpr int OFF_K = DATTN_ALIGN128(A_BYTES);
+    static constexpr int OFF_A = 0; /* Q tile, then p2c tile (+ c2p scratch), then output */
+    static constexpr int OFF_SC = DATTN_ALIGN128(A_BYTES);
+    static constexpr int OFF_K = OFF_SC + (SC_ALIAS ? 0 : DATTN_ALIGN128(NW * 16 * PC * 4));
     static constexpr int OFF_V = OFF_K + BN * RB;
     static constexpr int OFF_T = OFF_V + BN * RB;
     static constexpr int OFF_PS = OFF_T + DATTN_ALIGN128(NT * 4);
@@ -79,7 +81,7 @@ struct fwd_geom {
     static_assert(BN % 16 == 0 && BN <= 64, "key tile");
     static_assert(MS == 1 || MS == 2, "strips per warp");
     static_assert(NW % NSB == 0 && PARTS >= 1, "p2c work split");
-    static_assert(PP % 32 == 8, "skew buffer pitch (bank conflicts of the LDS.64 reads)");
+    static_assert(PC % 16 == 8 && PP % 16 == 8, "skew buffer pitch (bank conflicts)");
     static_assert(CPR % 4 == 0, "ldmatrix.x4 over four chunks");
     static_assert((BN * RB) % 128 == 0 && (RC * RB) % 128 == 0, "alignment");
 };
@@ -312,7 +314,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     const int *sT = (const int *)(smem + G::OFF_T);
     const float *sps = (const float *)(smem + G::OFF_PS);
     float *spb = (float *)(smem + G::OFF_A);
-    float *scw = spb + wr0 * G::PP; /* this warp's c2p scratch */
+    float *scw = G::SC_ALIAS ? spb + wr0 * G::PP : (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
 
     for (int n = n_begin; n < n_end; n++) {
         const int mk0 = mk0n, mk1 = mk1n;
@@ -326,48 +328,41 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         float s[MS][G::NB][4];
         if (cls == DATTN_CLS_BAND && a.c2p) {
-            /* G = Q_warp . pk[window]^T over the warp's window of BN + 16*MS slots: every pk
-             * fragment feeds all strips. Row rho (0..WR-1) needs G[rho][u] for
-             * u - rho in [0, BN); it is stored at scratch[rho][u - rho], so that
-             * c2p(rho, jj) = G[rho][rho - jj + BN - 1] = scratch[rho][BN - 1 - jj]: the read
-             * is a plain (column-reversed) LDS.64 per pair. */
-#pragma unroll
-            for (int gb = 0; gb < (BN + 16 * MS) / 8; gb++) {
-                const uint32_t tu = (uint32_t)sT[wr0 + 8 * gb + (lane & 7)];
-                uint32_t r[G::CPR / 4][4];
-#pragma unroll
-                for (int kc = 0; kc < G::CPR; kc += 4)
-                    ldsm_x4(r[kc / 4], rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
-#pragma unroll
-                for (int ms = 0; ms < MS; ms++) {
-                    if (gb < 2 * ms || gb >= 2 * ms + G::NG / 8) continue; /* compile time */
-                    float ga[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-                    for (int kc = 0; kc < G::CPR; kc += 4) {
-                        mma16816_acc<BF>(ga, qf[ms][kc / 2], r[kc / 4][0], r[kc / 4][1]);
-                        mma16816_acc<BF>(ga, qf[ms][kc / 2 + 1], r[kc / 4][2], r[kc / 4][3]);
-                    }
-                    /* (rho, u) = (16 ms + g [+8], 8 gb + 2c [+1]) -> column v = u - rho */
-                    const int v = 8 * gb + 2 * c - 16 * ms - g;
-                    float *row0 = scw + (16 * ms + g) * G::PP;
-                    if ((unsigned)v < (unsigned)BN) row0[v] = ga[0];
-                    if ((unsigned)(v + 1) < (unsigned)BN) row0[v + 1] = ga[1];
-                    if ((unsigned)(v - 8) < (unsigned)BN) row0[8 * G::PP + v - 8] = ga[2];
-                    if ((unsigned)(v - 7) < (unsigned)BN) row0[8 * G::PP + v - 7] = ga[3];
-                }
-            }
-            __syncwarp();
+            /* per strip: G = Q_strip . pk[window]^T, skewed read c2p(i, j) = G[i][i - j + BN - 1] */
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
-                const float *rd = scw + (16 * ms + g) * G::PP + BN - 2 - 2 * c;
+                if (ms) __syncwarp(); /* strip 0's reads of the scratch are done */
+#pragma unroll
+                for (int gh = 0; gh < 2; gh++) { /* two halves: fewer live registers */
+                    float ga[G::NG / 16][4];
+#pragma unroll
+                    for (int gl = 0; gl < G::NG / 16; gl++) {
+                        const int gb = gh * (G::NG / 16) + gl;
+                        ga[gl][0] = ga[gl][1] = ga[gl][2] = ga[gl][3] = 0.f;
+                        const uint32_t tu = (uint32_t)sT[wr0 + 16 * ms + 8 * gb + (lane & 7)];
+#pragma unroll
+                        for (int kc = 0; kc < G::CPR; kc += 4) {
+                            uint32_t r[4];
+                            ldsm_x4(r, rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+                            mma16816_acc<BF>(ga[gl], qf[ms][kc / 2], r[0], r[1]);
+                            mma16816_acc<BF>(ga[gl], qf[ms][kc / 2 + 1], r[2], r[3]);
+                        }
+                    }
+#pragma unroll
+                    for (int gl = 0; gl < G::NG / 16; gl++) {
+                        const int gb = gh * (G::NG / 16) + gl;
+                        *(float2 *)(scw + g * G::PC + 8 * gb + 2 * c) = make_float2(ga[gl][0], ga[gl][1]);
+                        *(float2 *)(scw + (g + 8) * G::PC + 8 * gb + 2 * c) = make_float2(ga[gl][2], ga[gl][3]);
+                    }
+                }
+                __syncwarp();
+                const float *rd = scw + g * G::PC + g - 2 * c + BN - 1;
 #pragma unroll
                 for (int nb = 0; nb < G::NB; nb++) {
-                    const float2 x = *(const float2 *)(rd - 8 * nb);
-                    const float2 y = *(const float2 *)(rd + 8 * G::PP - 8 * nb);
-                    s[ms][nb][0] = x.y;
-                    s[ms][nb][1] = x.x;
-                    s[ms][nb][2] = y.y;
-                    s[ms][nb][3] = y.x;
+                    s[ms][nb][0] = rd[-8 * nb];
+                    s[ms][nb][1] = rd[-8 * nb - 1];
+                    s[ms][nb][2] = rd[8 * G::PC + 8 - 8 * nb];
+                    s[ms][nb][3] = rd[8 * G::PC + 7 - 8 * nb];
                 }
             }
         } else if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
@@ -392,7 +387,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
             /* the c2p scratch may live in the p2c tile: every warp must be done with it */
-            if (a.c2p) __syncthreads();
+            if (G::SC_ALIAS && a.c2p) __syncthreads();
             /* H_sb = K_sub . pq[window]^T, stored skewed: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
             const int sb = w / G::PARTS, part = w % G::PARTS;
             uint32_t ka[G::KS][4];
