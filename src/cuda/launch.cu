@@ -33,8 +33,8 @@ extern "C" cudaError_t dattn_launch_fwd_simple(const dattn_fwd_args *a, int dtyp
 extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype, int32_t *kvr,
                                              float *vmean, float *kps, cudaStream_t stream);
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
+#define STR2(...) #__VA_ARGS__
+#define STR(...) STR2(__VA_ARGS__)
 
 extern "C" int dattn_cuda_built(void) { return 1; }
 
