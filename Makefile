@@ -60,13 +60,13 @@ ifeq ($(CUDA),1)
              --expt-relaxed-constexpr -DDATTN_WITH_CUDA $(NVCCFLAGS)
   CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.o)
   CFLAGS_ALL += -DDATTN_WITH_CUDA
-  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lpthread -lrt
 else
   CU_OBJS :=
   CUDA_LIBS :=
 endif
 
-.PHONY: all lib test asan valgrind install clean tests-build
+.PHONY: all lib test asan valgrind install clean tests-build demo check gpu-check
 all: lib
 lib: $(BUILD)/libdattn.so $(BUILD)/libdattn.a
 
@@ -96,7 +96,7 @@ TEST_MAINS := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_MAINS),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 TEST_BINS := $(TEST_MAINS:tests/%.c=$(BUILD)/tests/%)
-TEST_CFLAGS := -Isrc -Itests
+TEST_CFLAGS := -Isrc -Itests $(if $(filter 1,$(CUDA)),-I$(CUDA_HOME)/include)
 
 $(BUILD)/tests/%.o: tests/%.c $(wildcard include/*.h src/*.h tests/*.h) | $(BUILD)/tests
 	$(CC) $(CFLAGS_ALL) $(TEST_CFLAGS) -c $< -o $@
@@ -120,6 +120,27 @@ valgrind:
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 tests-build
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 TEST_ARGS="--quick" \
 	  TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect --errors-for-leak-kinds=definite,indirect" test
+
+# ---- the README's two commands ------------------------------------------------------
+# make demo:  the C demo (v3-base attention on the CPU vs the float64 reference), then
+#             the Python demo (a DeBERTa-v3-base-shaped model, dattn vs transformers) in .venv
+# make check: everything CI runs (scripts/check.sh)
+$(BUILD)/demo: examples/demo.c $(BUILD)/tests/ref64.o $(BUILD)/libdattn.a
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $^ $(CUDA_LIBS) $(LDLIBS_ALL)
+
+demo: $(BUILD)/demo
+	$(BUILD)/demo
+	sh scripts/pyenv.sh
+	.venv/bin/python -m dattn demo
+
+check:
+	sh scripts/check.sh
+
+# GPU runner (on a machine with a GPU, e.g. through the device tool): builds, runs the
+# CUDA tests, compute-sanitizer, pytest on CUDA and the benchmarks; logs and JSON go to
+# $$OUT (default gpu-out/). GPU_CHECK_ARGS is passed to the script (e.g. --quick).
+gpu-check:
+	@sh scripts/gpu_check.sh $(GPU_CHECK_ARGS)
 
 # ---- install -----------------------------------------------------------------------
 install: lib
