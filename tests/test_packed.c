@@ -36,7 +36,7 @@ static void copy_all(const tview *src, const tview *dst)
 
 /* Compares view a (padded) and b (packed) on the valid rows. */
 static void cmp_tok(const tprob *A, const tview *a, const tprob *Bp, const tview *b,
-                    const double *ref, const double *mag, const double *smag, int grad,
+                    const double *ref, const double *mag, const double *smag, int kind,
                     const char *what, int *bitwise)
 {
     int64_t H = A->c.H, D = A->c.D, L = A->c.L, bad = 0;
@@ -46,7 +46,7 @@ static void cmp_tok(const tprob *A, const tview *a, const tprob *Bp, const tview
                 int64_t ea = (s * L + i) * H * D + hd, eb = ((int64_t)Bp->cu[s] + i) * H * D + hd;
                 double x = tview_get(a, ea), y = tview_get(b, eb);
                 if (x != y) *bitwise = 0;
-                double tol = 2.0 * tprob_bound(A->c.dtype, L, grad, ref[eb], mag[eb], smag[eb]);
+                double tol = 2.0 * tprob_bound(A->c.dtype, L, kind, ref[eb], mag[eb], smag[eb]);
                 if (!(fabs(x - y) <= tol)) {
                     if (bad < 3)
                         printf("  %s seq %lld pos %lld [%lld]: padded %.9g packed %.9g\n", what,
@@ -64,7 +64,7 @@ static void cmp_pos(const tprob *A, const tview *a, const tview *b, const double
     for (int64_t e = 0; e < n; e++) {
         double x = tview_get(a, e), y = tview_get(b, e);
         if (x != y) *bitwise = 0;
-        if (!(fabs(x - y) <= 2.0 * tprob_bound(A->c.dtype, A->c.L, 1, ref[e], mag[e], smag[e]))) bad++;
+        if (!(fabs(x - y) <= 2.0 * tprob_bound(A->c.dtype, A->c.L, TOL_KIND_DS, ref[e], mag[e], smag[e]))) bad++;
     }
     tu_check(bad == 0, "%s: %s differs between padded and packed on %lld elements", A->name, what,
              (long long)bad);
@@ -118,7 +118,7 @@ static void run(int32_t dtype, int64_t L, int64_t H, int64_t D, const int64_t *l
                *rs = tu_xcalloc(nt, sizeof(double));
         ref64_fwd_mag(&Q.p, ro, NULL, rm, rs);
         int bit = 1;
-        cmp_tok(&A, &A.out, &Q, &Q.out, ro, rm, rs, 0, "out", &bit);
+        cmp_tok(&A, &A.out, &Q, &Q.out, ro, rm, rs, TOL_KIND_OUT, "out", &bit);
         tu_log("%s: forward padded == packed bitwise: %s\n", A.name, bit ? "yes" : "no");
         if (tprob_bwd(&A, 1) && tprob_bwd(&Q, 1)) {
             double *r[5], *m[5], *s[5];
@@ -131,9 +131,9 @@ static void run(int32_t dtype, int64_t L, int64_t H, int64_t D, const int64_t *l
             ref64_grads mg = {m[0], m[1], m[2], m[3], m[4]}, sg = {s[0], s[1], s[2], s[3], s[4]};
             ref64_bwd_mag(&Q.p, r[0], r[1], r[2], r[3], r[4], &mg, &sg);
             bit = 1;
-            cmp_tok(&A, &A.dq, &Q, &Q.dq, r[0], m[0], s[0], 1, "dq", &bit);
-            cmp_tok(&A, &A.dk, &Q, &Q.dk, r[1], m[1], s[1], 1, "dk", &bit);
-            cmp_tok(&A, &A.dv, &Q, &Q.dv, r[2], m[2], s[2], 1, "dv", &bit);
+            cmp_tok(&A, &A.dq, &Q, &Q.dq, r[0], m[0], s[0], TOL_KIND_DS, "dq", &bit);
+            cmp_tok(&A, &A.dk, &Q, &Q.dk, r[1], m[1], s[1], TOL_KIND_DS, "dk", &bit);
+            cmp_tok(&A, &A.dv, &Q, &Q.dv, r[2], m[2], s[2], TOL_KIND_DV, "dv", &bit);
             if (pos & DATTN_POS_C2P) cmp_pos(&A, &A.dpk, &Q.dpk, r[3], m[3], s[3], "dpk", &bit);
             if (pos & DATTN_POS_P2C) cmp_pos(&A, &A.dpq, &Q.dpq, r[4], m[4], s[4], "dpq", &bit);
             tu_log("%s: backward padded == packed bitwise: %s\n", A.name, bit ? "yes" : "no");

@@ -15,9 +15,9 @@
 
 double tprob_fp32_floor(int64_t L) { return TOL_F32 * fmax(1.0, sqrt((double)L / 512.0)); }
 
-double tprob_bound(int32_t dtype, int64_t L, int grad, double ref, double mag, double smag)
+double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, double smag)
 {
-    double b = grad ? TOL_B_GRAD : TOL_B_OUT;
+    double b = kind == TOL_KIND_OUT ? TOL_B_OUT : kind == TOL_KIND_DV ? TOL_B_DV : TOL_B_DS;
     return tu_eps(dtype) * (TOL_A * fabs(ref) + b * mag) +
            tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) + TOL_UNDERFLOW;
 }
@@ -462,7 +462,7 @@ static int cmp_rows(tprob *P, const double *ref, const double *mag, const double
     int ok = 1;
     for (int64_t d = 0; d < D; d++) {
         double got = tview_get(&P->out, base + d);
-        double bound = tprob_bound(P->c.dtype, P->c.L, 0, ref[d], mag[d], smag[d]);
+        double bound = tprob_bound(P->c.dtype, P->c.L, TOL_KIND_OUT, ref[d], mag[d], smag[d]);
         if (!within(got, ref[d], bound, &P->worst_fwd)) {
             if (ok && *nbad < 3)
                 printf("  out[b=%lld i=%lld h=%lld d=%lld] = %.9g, ref %.9g (|err| %.3g, bound %.3g)\n",
@@ -554,13 +554,13 @@ int tprob_fwd(tprob *P, int check_ref)
     return ok;
 }
 
-static int cmp_grad(tprob *P, const tview *v, const double *ref, const double *mag,
+static int cmp_grad(tprob *P, const tview *v, int kind, const double *ref, const double *mag,
                     const double *smag, double *worst)
 {
     int64_t n = tview_numel(v), bad = 0;
     for (int64_t e = 0; e < n; e++) {
         double got = tview_get(v, e);
-        double bound = tprob_bound(P->c.dtype, P->c.L, 1, ref[e], mag[e], smag[e]);
+        double bound = tprob_bound(P->c.dtype, P->c.L, kind, ref[e], mag[e], smag[e]);
         if (!within(got, ref[e], bound, worst)) {
             if (bad < 3)
                 printf("  %s[%lld] = %.9g, ref %.9g (|err| %.3g, bound %.3g)\n", v->name,
@@ -595,7 +595,8 @@ int tprob_bwd(tprob *P, int check_ref)
         ref64_bwd_mag(&P->p, r[0], r[1], r[2], r[3], r[4], &mg, &smg);
     }
     for (int t = 0; t < 5; t++)
-        if (outs[t]->a) ok &= cmp_grad(P, outs[t], r[t], m[t], sm[t], &P->worst_bwd[t]);
+        if (outs[t]->a) ok &= cmp_grad(P, outs[t], t == 2 ? TOL_KIND_DV : TOL_KIND_DS, r[t], m[t], sm[t],
+                                       &P->worst_bwd[t]);
     tu_log("  %s bwd: worst err/bound dq %.3g dk %.3g dv %.3g dpk %.3g dpq %.3g\n", NM(P),
            P->worst_bwd[0], P->worst_bwd[1], P->worst_bwd[2], P->worst_bwd[3], P->worst_bwd[4]);
     return ok;

@@ -99,16 +99,19 @@ unsigned char *tprob_fwd_bits(const tprob *P, size_t *n);
 unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 
 /* The tolerance rule (documented at the top of tprob.c): the largest |got - ref| allowed
- * for one element of out (grad = 0) or of a gradient (grad = 1) with float64 value ref
+ * for one element of out (TOL_KIND_OUT), dv (TOL_KIND_DV) or dq/dk/dpk/dpq (TOL_KIND_DS) with
+ * float64 value ref
  * and magnitudes mag, smag (ref64 *_mag), L the (max) sequence length; and for one lse. */
 #define TOL_A 1.0       /* x eps(dtype) * |ref|: twice the half-ulp rounding of the result */
 #define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
-#define TOL_B_GRAD 0.125
+#define TOL_B_DV 0.125  /* dv */
+#define TOL_B_DS 0.5    /* dq, dk, dpk, dpq: out re-read in the storage dtype for D_i */
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
 #define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN: fp32 subnormal / flush-to-zero effects */
 #define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
 double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
-double tprob_bound(int32_t dtype, int64_t L, int grad, double ref, double mag, double smag);
+enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS };
+double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, double smag);
 double tprob_bound_lse(int64_t L, double ref);
 
 const char *tu_mask_name(int m);
