@@ -98,10 +98,10 @@ int tprob_locate(const tprob *P, const void *ptr, size_t *off);
 unsigned char *tprob_fwd_bits(const tprob *P, size_t *n);
 unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 
-/* The tolerance rule (documented at the top of tprob.c): the largest |got - ref| allowed
- * for one element of out (TOL_KIND_OUT), dv (TOL_KIND_DV) or dq/dk/dpk/dpq (TOL_KIND_DS) with
- * float64 value ref
- * and magnitudes mag, smag (ref64 *_mag), L the (max) sequence length; and for one lse. */
+/* The tolerance rule (documented and justified at the top of test_sweep.c): the largest
+ * |got - ref| allowed for one element of out (TOL_KIND_OUT), dv (TOL_KIND_DV) or
+ * dq/dk/dpk/dpq (TOL_KIND_DS) with float64 value ref and magnitudes mag, smag (ref64.h),
+ * L the (max) sequence length; and for one lse. */
 #define TOL_A 1.0       /* x eps(dtype) * |ref|: twice the half-ulp rounding of the result */
 #define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
 #define TOL_B_DV 0.125  /* dv */
