@@ -31,8 +31,10 @@
  *     synchronizes a CUDA stream: the caller passes the stream and a workspace of at
  *     least dattn_fwd_workspace_size()/dattn_bwd_workspace_size() bytes, 256-byte
  *     aligned, on the call's device. (The CPU backend may allocate small host tiles.)
- *   - All outputs are overwritten, never accumulated into. Outputs must not overlap
- *     each other or the inputs.
+ *   - All outputs are overwritten, never accumulated into. An output may not share
+ *     memory with an input, cu_seqlens or the workspace (checked on address ranges, so
+ *     an output interleaved with an input is rejected) nor with another output (outputs
+ *     may be interleaved views of one buffer; only identical starts are detected).
  *   - Results of the CPU backend are bitwise identical for any thread count; backward
  *     results of every backend are bitwise identical run to run.
  *

@@ -162,7 +162,8 @@ typedef struct tdesc {
     int rank;
     int64_t ext[4];
     size_t elsize;
-    int output;
+    int output;       /* 0 input, 1 output, 2 scratch (the workspace) */
+    uintptr_t lo, hi; /* bytes [lo, hi) the tensor can touch (set by check_tensor) */
 } tdesc;
 
 static int64_t numel_of(const tdesc *d)
@@ -175,8 +176,9 @@ static int64_t numel_of(const tdesc *d)
     return n;
 }
 
-static dattn_status check_tensor(const tdesc *d)
+static dattn_status check_tensor(tdesc *d)
 {
+    d->lo = d->hi = 0;
     int64_t n = numel_of(d);
     if (n < 0)
         return dattn_set_error(DATTN_INVALID_ARG, "%s: element count overflows", d->name);
@@ -193,6 +195,8 @@ static dattn_status check_tensor(const tdesc *d)
                                "contiguous), got %lld",
                                d->name, last, (long long)d->t->stride[last]);
     int64_t span = 0; /* largest element offset */
+    int big = -1;     /* dimension with the largest offset so far */
+    int64_t big_o = 0;
     for (int k = 0; k < d->rank; k++) {
         if (d->ext[k] <= 1) continue;
         int64_t s = d->t->stride[k];
@@ -200,14 +204,22 @@ static dattn_status check_tensor(const tdesc *d)
             return dattn_set_error(DATTN_INVALID_ARG, "%s.stride[%d] must be %s, got %lld",
                                    d->name, k, d->output ? "> 0" : ">= 0", (long long)s);
         int64_t o = mul_ck(d->ext[k] - 1, s);
-        if (o < 0 || span > MAX_INDEX - o)
+        if (o >= 0 && o > big_o) big = k, big_o = o;
+        if (o < 0 || span > MAX_INDEX - o) {
+            int k2 = o < 0 || big < 0 ? k : big;
             return dattn_set_error(DATTN_INVALID_ARG,
-                                   "%s.stride[%d] = %lld: offsets overflow 64 bits", d->name, k,
-                                   (long long)s);
+                                   "%s.stride[%d] = %lld: offsets overflow 64 bits", d->name, k2,
+                                   (long long)d->t->stride[k2]);
+        }
         span += o;
     }
     if (mul_ck(span + 1, (int64_t)d->elsize) < 0)
         return dattn_set_error(DATTN_INVALID_ARG, "%s: byte offsets overflow 64 bits", d->name);
+    d->lo = (uintptr_t)d->t->data;
+    d->hi = d->lo + (uintptr_t)((span + 1) * (int64_t)d->elsize);
+    if (d->hi < d->lo)
+        return dattn_set_error(DATTN_INVALID_ARG, "%s: the tensor wraps around the address space",
+                               d->name);
     if (d->output) {
         /* No two elements of an output may share memory: sorted by stride, each
          * dimension must step past the whole extent of the ones below it. */
@@ -324,7 +336,7 @@ static dattn_status validate(const dattn_params *p, int is_bwd, dattn_call *c)
             e3 = c->packed ? 0 : c->D;
     int64_t twoS = 2 * (int64_t)c->S;
 
-    tdesc d[16];
+    tdesc d[20];
     int nd = 0;
     set_desc(&d[nd++], "q", &p->q, rk, e0, e1, e2, e3, es, 0);
     set_desc(&d[nd++], "k", &p->k, rk, e0, e1, e2, e3, es, 0);
@@ -347,14 +359,33 @@ static dattn_status validate(const dattn_params *p, int is_bwd, dattn_call *c)
         if (c->p2c) set_desc(&d[nd++], "dpq", &p->dpq, 3, c->H, twoS, c->D, 0, es, 1);
     }
     for (int n = 0; n < nd; n++) TRY(check_tensor(&d[n]));
-    /* An output may not start where any other tensor starts (in-place calls). */
+    /* An output may not share a byte with an input, cu_seqlens or the workspace
+     * (compared as address ranges [first byte, last byte], so an output interleaved with
+     * an input is rejected too). Outputs may be interleaved views of one buffer (dq, dk,
+     * dv of a fused [.., 3, H, D] gradient): between outputs only equal starts are caught,
+     * the rest is the caller's promise. */
+    dattn_tensor ws_t = {p->workspace, {1, 0, 0, 0}}, cu_t = {(void *)p->cu_seqlens, {1, 0, 0, 0}};
+    if (p->workspace && p->workspace_size > 0 && p->workspace_size < (size_t)MAX_INDEX) {
+        tdesc *w = &d[nd++];
+        set_desc(w, "workspace", &ws_t, 1, (int64_t)p->workspace_size, 0, 0, 0, 1, 2);
+        w->lo = (uintptr_t)p->workspace;
+        w->hi = w->lo + p->workspace_size;
+    }
+    if (c->packed && p->cu_seqlens) {
+        tdesc *w = &d[nd++];
+        set_desc(w, "cu_seqlens", &cu_t, 1, c->B + 1, 0, 0, 0, 4, 0);
+        w->lo = (uintptr_t)p->cu_seqlens;
+        w->hi = w->lo + (uintptr_t)(c->B + 1) * 4u;
+    }
     for (int a = 0; a < nd; a++) {
-        if (!d[a].output || !d[a].t->data || numel_of(&d[a]) == 0) continue;
+        if (!d[a].output || d[a].lo == d[a].hi) continue;
         for (int b = 0; b < nd; b++)
-            if (b != a && d[b].t->data == d[a].t->data && numel_of(&d[b]) > 0)
+            if (b != a && d[b].lo < d[b].hi &&
+                (d[a].output == 1 && d[b].output == 1 ? d[a].lo == d[b].lo
+                                                      : d[a].lo < d[b].hi && d[b].lo < d[a].hi))
                 return dattn_set_error(DATTN_INVALID_ARG,
-                                       "%s.data must not alias %s.data (outputs may not overlap "
-                                       "other tensors)",
+                                       "%s.data overlaps %s.data in memory (an output may not "
+                                       "share memory with another tensor or the workspace)",
                                        d[a].name, d[b].name);
     }
 

@@ -241,6 +241,11 @@ static void tensor_tests(tprob *P, int packed)
     BAD(P, BWD, INV, "dv", p->dv.data = p->v.data);
     BAD(P, BWD, INV, "dpk", p->dpk.data = p->pk.data);
     BAD(P, BWD, INV, "dpq", p->dpq.data = p->dpk.data);
+    /* partial overlap: an output starting one element into an input, or into the
+     * workspace */
+    BAD(P, FWD, INV, "out", p->out.data = (char *)p->q.data + (p->dtype == DATTN_F32 ? 4 : 2));
+    BAD(P, BWD, INV, "dv", p->dv.data = (char *)p->dout.data + (p->dtype == DATTN_F32 ? 4 : 2));
+    BAD(P, BWD, INV, "lse", p->lse.data = (char *)p->workspace + 4);
     /* Optional tensors: NULL is fine when not needed. */
     BAD(P, FWD | BWD, DATTN_OK, NULL, (p->pos_att = DATTN_POS_P2C, p->pk.data = NULL, p->dpk.data = NULL));
     BAD(P, FWD | BWD, DATTN_OK, NULL, (p->pos_att = DATTN_POS_C2P, p->pq.data = NULL, p->dpq.data = NULL));
