@@ -113,6 +113,13 @@ if [ -d tests/python ]; then
   grep -E "^[0-9]+ (passed|failed)" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 
+# 6b. the README main job on the GPU (python -m dattn demo: v3-base-shaped model, dattn vs
+#     transformers, parity + speed)
+if [ -d python/dattn ]; then
+  step "demo(cuda)" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+    PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 -m dattn demo --device cuda --quiet
+fi
+
 # 7. SPEC acceptance rule against transformers' eager path on this GPU (forward)
 step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
   python3 bench/gpu_parity.py --json "$OUT/parity.json"
