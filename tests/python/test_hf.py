@@ -213,7 +213,8 @@ def test_torch_compile_fullgraph(device, seed):
         ref_eval = m(ids, attention_mask=mask).last_hidden_state
     assert_out_close(out.last_hidden_state, ref.last_hidden_state, mask, True)
     assert_out_close(out_eval, ref_eval, mask, True)
-    assert_grads_close({k.replace("_orig_mod.", ""): v for k, v in g.items()}, gref)
+    if train:
+        assert_grads_close({k.replace("_orig_mod.", ""): v for k, v in g.items()}, gref)
 
 
 def test_torch_compile_inductor(seed):
