@@ -3,8 +3,10 @@
  * code; it never allocates device memory, never synchronizes and never prints.
  *
  * Kernel choice for a forward call:
- *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows -> tensor-core kernel
- *       (fwd_sm80.cuh): the large configuration on sm_90, the 99 KB one elsewhere;
+ *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
+ *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
+ *       -> tensor-core kernel (fwd_sm80.cuh): the large configuration on sm_90, the
+ *       99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
  *       -> the simple kernel (fwd_simple.cu).
  * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests).
@@ -126,6 +128,9 @@ typedef struct slot_cache {
     int32_t pb, M;
     int64_t rmax;
     int32_t S, lin, R, sat_pos, sat_neg, nlog;
+    int mono; /* slot(r) non-decreasing over |r| <= R (what the tensor-core forward's
+                 band window assumes; maps with max_relative_positions - 1 below
+                 position_buckets / 2 are not: they run the simple kernel) */
     dattn_status st;
     uint16_t tab[DATTN_CUDA_TAB_MAX];
 } slot_cache;
@@ -164,6 +169,9 @@ static dattn_status get_slots(const dattn_call *c, const slot_cache **out)
                 sc->tab[sc->nlog + k] = (uint16_t)dattn_slotmap_get(&m, -(m.lin + 1 + k));
             }
         }
+        sc->mono = 1;
+        for (int64_t r = -(int64_t)m.R; r < m.R; r++)
+            if (dattn_slotmap_get(&m, r + 1) < dattn_slotmap_get(&m, r)) sc->mono = 0;
         dattn_slotmap_free(&m);
         sc->valid = 1;
     }
@@ -418,6 +426,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
          st16(a.o_sh);
     if (c->c2p) tc = tc && al16(a.pk) && st16(a.pk_sh) && st16(a.pk_ss);
     if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
+    if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;

@@ -22,7 +22,13 @@ XXF="-std=c++17 -O2 -g -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall
 objs=""
 for f in "$OUT"/src/*.c "$OUT"/src/cpu/*.c; do
   o="$OUT/obj/$(basename "$f" .c).o"
-  cc $CF -c "$f" -o "$o" &
+  isa=""
+  case $f in
+    *_avx512.c) isa="-mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mf16c" ;;
+    *_avx2.c) isa="-mavx2 -mfma -mf16c" ;;
+    */buckets.c) isa="-ffp-contract=off" ;;
+  esac
+  cc $CF $isa -c "$f" -o "$o" &
   objs="$objs $o"
 done
 wait
