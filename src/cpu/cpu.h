@@ -32,7 +32,9 @@ typedef struct cpu_plan {
     int64_t bm, bn;
     float c2;         /* log2(e) / scale: scores are kept in the base-2 domain */
     float inv_scale;
-    const int32_t *sneg; /* [2L + bn]: sneg[u] = slot(L - 1 - u); slot(i - j) = sneg[j - i + L - 1] */
+    const int32_t *sneg; /* [2L + bn + 16]: sneg[u] = slot(L-1-u); slot(i-j) = sneg[j-i+L-1] */
+    const int32_t *spos; /* [2L + bm + 16]: spos[x] = slot(x-(L-1)); slot(i-j) = spos[i-j+L-1] */
+    int unit_steps;      /* |slot(r+1) - slot(r)| <= 1 for every r the call sees */
     const float *pkt, *pqt; /* [H][D][W2]: pk^T, pq^T (zero past 2S) */
     const float *pkn, *pqn; /* [H][2S][Dp]: pk, pq in fp32 (backward) */
 } cpu_plan;
@@ -47,7 +49,7 @@ typedef struct cpu_pair {
     float *v;             /* [npad][Dp] */
     float *kbias;         /* [npad]: 0 for a valid key, -inf for padding / past n */
     float *psp, *psn;     /* [npad]: P[j][sat_pos], P[j][sat_neg] (0 without p2c) + kbias */
-    float *ptab;          /* [npad][Wp] (p2c only) */
+    float *ptab;          /* [npad][Wp] (+16 floats) (p2c only) */
     unsigned char *tany;  /* [nt]: key tile has a valid key */
     /* backward */
     float *kn;            /* [npad][Dp] K */

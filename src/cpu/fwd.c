@@ -16,7 +16,7 @@
 #include <omp.h>
 #endif
 
-#define FWD_WAVE_BYTES ((size_t)64 << 20)
+#define FWD_WAVE_BYTES ((size_t)16 << 20)
 
 static size_t pair_bytes(const cpu_plan *pl)
 {

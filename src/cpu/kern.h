@@ -224,6 +224,8 @@ static void p2c_rows(const cpu_plan *pl, cpu_pair *pr, int64_t jt)
         const float *pqt = pl->pqt + pr->h * pl->D * pl->W2;
         gemm(nb, pr->Wp, pl->D, pr->kt + jt * pl->D * bn, 1, bn, pqt + pr->tlo_p, pl->W2,
              pr->ptab + j0 * pr->Wp, pr->Wp, INIT_ZERO, NULL, NULL);
+        /* the band bias reads up to 15 floats past the last row */
+        if (j0 + nb == pr->n) memset(pr->ptab + pr->n * pr->Wp, 0, sizeof(float) * 16);
         int64_t tp = sm->sat_pos - pr->tlo_p, tn = sm->sat_neg - pr->tlo_p;
         int okp = tp >= 0 && tp < pr->Wp, okn = tn >= 0 && tn < pr->Wp;
         for (int64_t jj = 0; jj < bn; jj++) {
@@ -347,6 +349,78 @@ static void band_bias(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, 
     }
 }
 
+/* Band tile bias without gathers (needs unit slot steps): 16 consecutive keys of a row
+ * see 16 consecutive r, hence at most 16 consecutive slots: one contiguous load of the
+ * row's c2p table and a lane permute. p2c the same way along a column (16 consecutive
+ * rows of one key read one window of that key's p2c row), then a register transpose. */
+static void band_bias_perm(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk,
+                           const cpu_tbuf *tb, int64_t j0, int64_t nb, float *S)
+{
+    const dattn_call *c = pl->c;
+    const int64_t bn = pl->bn, L = pl->L, Wp = pr->Wp;
+    for (int64_t ii = 0; ii < rk->mb; ii++) {
+        const int64_t i = rk->i0 + ii;
+        const int32_t *sl = pl->sneg + (j0 - i + L - 1);
+        float *s = S + ii * bn;
+        const float *crow = tb->ctab + ii * rk->Wc;
+        for (int64_t jj = 0; jj < bn; jj += VL) {
+            if (jj >= nb) {
+                vstore(s + jj, vset1(-INFINITY));
+                continue;
+            }
+            vf val = vload(pr->kbias + j0 + jj);
+            if (c->c2p) {
+                int32_t lo = sl[jj + VL - 1];
+                if (lo < rk->tlo_c) lo = rk->tlo_c; /* lanes past the sequence end */
+                vi idx = vsubi(vloadi(sl + jj), vseti(lo));
+                val = vadd(val, vpermv(idx, vload(crow + (lo - rk->tlo_c))));
+            }
+            vstore(s + jj, val);
+        }
+    }
+    if (!c->p2c) return;
+    for (int64_t ig = 0; ig < rk->mb; ig += VL) {
+        const int64_t rows = kmin(VL, rk->mb - ig);
+        for (int64_t jg = 0; jg < nb; jg += VL) {
+            vf col[VL];
+            for (int k = 0; k < VL; k++) {
+                const int64_t j = j0 + jg + k;
+                if (jg + k >= nb) {
+                    col[k] = vzero();
+                    continue;
+                }
+                const int32_t *sp = pl->spos + (rk->i0 + ig - j + L - 1);
+                const int32_t lo = sp[0];
+                vi idx = vsubi(vloadi(sp), vseti(lo));
+                col[k] = vpermv(idx, vload(pr->ptab + j * Wp + (lo - pr->tlo_p)));
+            }
+            vtranspose(col);
+            for (int64_t m = 0; m < rows; m++) {
+                float *s = S + (ig + m) * bn + jg;
+                vstore(s, vadd(vload(s), col[m]));
+            }
+        }
+    }
+}
+
+/* Prefetches (into L2) the p2c table windows that band_bias_perm will read for key
+ * tile jt: they are scattered over 64 rows of a table that lives in L3, and the
+ * prefetch overlaps their latency with the current tile's GEMMs. */
+static void prefetch_band(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, int64_t jt)
+{
+    if (!pl->c->p2c || jt >= pr->nt || !pr->tany[jt]) return;
+    const int64_t bn = pl->bn, j0 = jt * bn, nb = kmin(bn, pr->n - j0);
+    if (tile_class(pl, rk->i0, rk->mb, j0, nb) != 0) return;
+    for (int64_t jj = 0; jj < nb; jj++) {
+        const int64_t j = j0 + jj;
+        const int32_t lo = dattn_slotmap_get(pl->sm, rk->i0 - j);
+        const int32_t hi = dattn_slotmap_get(pl->sm, rk->i0 + rk->mb - 1 - j);
+        const char *a = (const char *)(pr->ptab + j * pr->Wp + (lo - pr->tlo_p));
+        const char *e = (const char *)(pr->ptab + j * pr->Wp + (hi - pr->tlo_p) + 15);
+        for (; a <= e; a += 64) __builtin_prefetch(a, 0, 2);
+    }
+}
+
 /* S = bias + Q K^T for rows of the block x key tile jt (raw scores, not yet scaled). */
 static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, cpu_tbuf *tb,
                        int64_t jt, int *cls_out)
@@ -367,7 +441,8 @@ static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk,
         const float *cols = cls > 0 ? pr->psp + j0 : pr->psn + j0;
         gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ROWCOL, rows, cols);
     } else {
-        band_bias(pl, pr, rk, tb, j0, nb, tb->s);
+        if (pl->unit_steps) band_bias_perm(pl, pr, rk, tb, j0, nb, tb->s);
+        else band_bias(pl, pr, rk, tb, j0, nb, tb->s);
         gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_LOAD, NULL, NULL);
     }
 }
@@ -419,6 +494,7 @@ static void KCAT(fwd_rows, ISA_SUFFIX)(const cpu_plan *pl, const cpu_pair *pr, i
             const int64_t j0 = jt * bn, nb = kmin(bn, n - j0);
             int cls;
             score_tile(pl, pr, &rk, tb, jt, &cls);
+            prefetch_band(pl, pr, &rk, jt + 1);
             /* online softmax, base 2 */
             for (int64_t ii = 0; ii < rk.mb; ii++) {
                 float *s = tb->s + ii * bn;
@@ -609,6 +685,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
                 const int64_t j0 = jt * bn, nb = kmin(bn, n - j0);
                 int cls;
                 score_tile(pl, pr, &rk, tb, jt, &cls);
+                prefetch_band(pl, pr, &rk, jt + 1);
                 /* dP = dO V^T */
                 gemm(rk.mb, bn, D, tb->dout, Dp, 1, pr->vt + jt * D * bn, bn, tb->dp, bn, INIT_ZERO,
                      NULL, NULL);

@@ -68,6 +68,30 @@ static inline vf vgather_n(const float *base, vi idx, int cnt)
     return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, idx, _mm256_castsi256_ps(m), 4);
 }
 
+static inline vi vsubi(vi a, vi b) { return _mm256_sub_epi32(a, b); }
+static inline vf vpermv(vi idx, vf x) { return _mm256_permutevar8x32_ps(x, idx); }
+
+/* In-place transpose of an 8 x 8 block held as 8 row vectors. */
+static inline void vtranspose(vf r[8])
+{
+    vf t[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        r[4 * k + 0] = _mm256_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm256_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) {
+        t[c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x20);
+        t[4 + c] = _mm256_permute2f128_ps(r[c], r[4 + c], 0x31);
+    }
+    for (int k = 0; k < 8; k++) r[k] = t[k];
+}
+
 static void cvt_load(float *dst, const void *src, int32_t dtype, int64_t n)
 {
     if (dtype == DATTN_F32) {

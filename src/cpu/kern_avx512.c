@@ -59,6 +59,39 @@ static inline vf vgather_n(const float *base, vi idx, int cnt)
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, base, 4);
 }
 
+static inline vi vsubi(vi a, vi b) { return _mm512_sub_epi32(a, b); }
+/* x[idx[l] & 15] in lane l */
+static inline vf vpermv(vi idx, vf x) { return _mm512_permutexvar_ps(idx, x); }
+
+/* In-place transpose of a 16 x 16 block held as 16 row vectors. */
+static inline void vtranspose(vf r[16])
+{
+    vf t[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    /* r[4k + c], 128-bit lane L = column 4L + c of rows 4k .. 4k+3 */
+    for (int k = 0; k < 4; k++) {
+        r[4 * k + 0] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k + 0], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    /* 4 x 4 transpose of the 128-bit blocks, for each c */
+    for (int c = 0; c < 4; c++) {
+        vf P = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x44);
+        vf Q = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xEE);
+        vf R = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x44);
+        vf T = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xEE);
+        t[c] = _mm512_shuffle_f32x4(P, R, 0x88);
+        t[4 + c] = _mm512_shuffle_f32x4(P, R, 0xDD);
+        t[8 + c] = _mm512_shuffle_f32x4(Q, T, 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(Q, T, 0xDD);
+    }
+    for (int k = 0; k < 16; k++) r[k] = t[k];
+}
+
 /* dtype rows <-> fp32 */
 static void cvt_load(float *dst, const void *src, int32_t dtype, int64_t n)
 {

@@ -100,6 +100,23 @@ static inline vi vlanes(void)
 }
 static inline vf vgather_n(const float *base, vi idx, int cnt) { VMAP(l < cnt ? base[idx.i[l]] : 0.0f); }
 
+static inline vi vsubi(vi a, vi b)
+{
+    vi r;
+    for (int l = 0; l < VL; l++) r.i[l] = a.i[l] - b.i[l];
+    return r;
+}
+static inline vf vpermv(vi idx, vf x) { VMAP(x.f[idx.i[l] & (VL - 1)]); }
+static inline void vtranspose(vf r[VL])
+{
+    for (int a = 0; a < VL; a++)
+        for (int b = a + 1; b < VL; b++) {
+            float t = r[a].f[b];
+            r[a].f[b] = r[b].f[a];
+            r[b].f[a] = t;
+        }
+}
+
 static void cvt_load(float *dst, const void *src, int32_t dtype, int64_t n)
 {
     dattn_load_row(dst, src, dtype, n);

@@ -30,7 +30,8 @@ void dattn_cpu_plan_layout(cpu_plan *pl, const dattn_call *c, const dattn_slotma
     pl->c2 = 1.4426950408889634f / c->scale;
     pl->inv_scale = 1.0f / c->scale;
     const int64_t H = c->H;
-    pl->sneg = TAKE(a, int32_t, 2 * pl->L + pl->bn);
+    pl->sneg = TAKE(a, int32_t, 2 * pl->L + pl->bn + 16);
+    pl->spos = TAKE(a, int32_t, 2 * pl->L + pl->bm + 16);
     if (c->c2p) pl->pkt = TAKE(a, float, H * pl->D * pl->W2);
     if (c->p2c) pl->pqt = TAKE(a, float, H * pl->D * pl->W2);
     if (bwd && c->c2p) pl->pkn = TAKE(a, float, H * pl->S2 * pl->Dp);
@@ -43,8 +44,17 @@ void dattn_cpu_plan_fill(cpu_plan *pl, int nthreads)
     const dattn_call *c = pl->c;
     const dattn_params *p = c->p;
     const size_t es = dattn_dtype_size(p->dtype);
-    int32_t *sneg = (int32_t *)pl->sneg;
-    for (int64_t u = 0; u < 2 * pl->L + pl->bn; u++) sneg[u] = dattn_slotmap_get(pl->sm, pl->L - 1 - u);
+    int32_t *sneg = (int32_t *)pl->sneg, *spos = (int32_t *)pl->spos;
+    for (int64_t u = 0; u < 2 * pl->L + pl->bn + 16; u++) sneg[u] = dattn_slotmap_get(pl->sm, pl->L - 1 - u);
+    for (int64_t x = 0; x < 2 * pl->L + pl->bm + 16; x++) spos[x] = dattn_slotmap_get(pl->sm, x - (pl->L - 1));
+    /* The permute path of the band bias reads the slots of 16 consecutive r from one
+     * 16-float window: it needs steps of at most 1 (true for every transformers
+     * configuration with (M - 1) / (position_buckets / 2) >= e, e.g. v2/v3's 256/512). */
+    pl->unit_steps = 1;
+    for (int64_t r = -(pl->L + 64); r < pl->L + 64 && pl->unit_steps; r++) {
+        int32_t d = dattn_slotmap_get(pl->sm, r + 1) - dattn_slotmap_get(pl->sm, r);
+        pl->unit_steps = d >= -1 && d <= 1;
+    }
     const int64_t H = c->H, D = pl->D, Dp = pl->Dp, S2 = pl->S2, W2 = pl->W2;
     (void)nthreads;
 #ifdef _OPENMP
@@ -82,7 +92,7 @@ void dattn_cpu_pair_layout(const cpu_plan *pl, cpu_pair *pr, dattn_arena *a, int
     pr->kbias = TAKE(a, float, npad);
     pr->psp = TAKE(a, float, npad);
     pr->psn = TAKE(a, float, npad);
-    if (c->p2c) pr->ptab = TAKE(a, float, npad * Wmax);
+    if (c->p2c) pr->ptab = TAKE(a, float, npad * Wmax + 16);
     pr->tany = TAKE(a, unsigned char, nt);
     if (bwd) {
         pr->kn = TAKE(a, float, npad * pl->Dp);
@@ -135,6 +145,8 @@ void dattn_cpu_tbuf_layout(const cpu_plan *pl, cpu_tbuf *tb, dattn_arena *a, int
         tb->lse2 = TAKE(a, float, bm);
     }
     if (tb->zero) memset(tb->zero, 0, sizeof(float) * (size_t)bm);
+    /* the band bias reads up to 15 floats past a row of the c2p table */
+    if (tb->ctab) memset(tb->ctab, 0, sizeof(float) * (size_t)(bm * pl->W2));
 }
 
 int dattn_cpu_threads(const dattn_call *c)
