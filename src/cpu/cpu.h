@@ -64,7 +64,8 @@ typedef struct cpu_tbuf {
     float *ctab;   /* [bm][W2] c2p table of the row block */
     float *s;      /* [bm][bn] scores / probabilities */
     float *o;      /* [bm][Dp] output accumulator */
-    float *m, *l, *alpha, *crp, *crn, *zero; /* [bm] */
+    float *m, *rmax, *alpha, *ref, *crp, *crn, *zero; /* [bm] */
+    float *lvec;   /* [bm][16] per-row partial sums of the softmax denominator */
     float *keep;   /* [bm][bn] dropout multipliers */
     float *vsum;   /* [Dp] */
     unsigned char *valid; /* [bm] query row validity */

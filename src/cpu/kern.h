@@ -33,6 +33,7 @@
 
 #include "cpu.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +56,19 @@ static inline int64_t kmin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* =============================================================== GEMM micro-kernel
  * C[mr x nv*VL] = init + sum_k A(i, k) B[k][:], A(i, k) = A[i*ars + k*aks].
- * init: zero, the current C, the current C times rs[i], or rs[i] + cv[:]. */
+ * init: zero, the current C, the current C times rs[i], or rs[i] + cv[:].
+ * Optional epilogue (last K block only): C *= escale, and rmax[i] = max(rmax[i], max of
+ * the stored row) — the score GEMM hands the softmax its scaled scores and row maxima. */
 enum { INIT_ZERO = 0, INIT_LOAD = 1, INIT_SCALE = 2, INIT_ROWCOL = 3 };
+
+typedef struct gepi {
+    float scale; /* multiply the result (1 = no) */
+    float *rmax; /* running row maxima of the result, or NULL */
+} gepi;
 
 KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t ars, int64_t aks,
                  const float *B, int64_t ldb, float *C, int64_t ldc, const int init,
-                 const float *rs, const float *cv)
+                 const float *rs, const float *cv, const gepi *ep)
 {
     vf acc[MR][NV];
     KUNROLL for (int r = 0; r < mr; r++) {
@@ -81,6 +89,20 @@ KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t 
             KUNROLL for (int v = 0; v < nv; v++) acc[r][v] = vfma(av, bv[v], acc[r][v]);
         }
     }
+    if (ep) {
+        const vf sc = vset1(ep->scale);
+        KUNROLL for (int r = 0; r < mr; r++) {
+            KUNROLL for (int v = 0; v < nv; v++) acc[r][v] = vmul(acc[r][v], sc);
+        }
+        if (ep->rmax) {
+            KUNROLL for (int r = 0; r < mr; r++) {
+                vf m = acc[r][0];
+                KUNROLL for (int v = 1; v < nv; v++) m = vmax(m, acc[r][v]);
+                float x = vhmax(m);
+                if (x > ep->rmax[r]) ep->rmax[r] = x;
+            }
+        }
+    }
     KUNROLL for (int r = 0; r < mr; r++) {
         KUNROLL for (int v = 0; v < nv; v++) vstore(C + r * ldc + v * VL, acc[r][v]);
     }
@@ -89,7 +111,7 @@ KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t 
 /* One specialization per (mr, nv, init). */
 #define UKR_ARGS                                                                               \
     int64_t K, const float *A, int64_t ars, int64_t aks, const float *B, int64_t ldb, float *C, \
-        int64_t ldc, const float *rs, const float *cv
+        int64_t ldc, const float *rs, const float *cv, const gepi *ep
 #define UKR_PASS K, A, ars, aks, B, ldb, C, ldc
 
 static void ukr_dispatch(int mr, int nv, int init, UKR_ARGS)
@@ -98,10 +120,10 @@ static void ukr_dispatch(int mr, int nv, int init, UKR_ARGS)
 #define UKR_CASE(m, v)                                                                         \
     case (m) * 16 + (v):                                                                       \
         switch (init) {                                                                        \
-        case INIT_ZERO: ukr(m, v, UKR_PASS, INIT_ZERO, rs, cv); return;                        \
-        case INIT_LOAD: ukr(m, v, UKR_PASS, INIT_LOAD, rs, cv); return;                        \
-        case INIT_SCALE: ukr(m, v, UKR_PASS, INIT_SCALE, rs, cv); return;                      \
-        default: ukr(m, v, UKR_PASS, INIT_ROWCOL, rs, cv); return;                             \
+        case INIT_ZERO: ukr(m, v, UKR_PASS, INIT_ZERO, rs, cv, ep); return;                    \
+        case INIT_LOAD: ukr(m, v, UKR_PASS, INIT_LOAD, rs, cv, ep); return;                    \
+        case INIT_SCALE: ukr(m, v, UKR_PASS, INIT_SCALE, rs, cv, ep); return;                  \
+        default: ukr(m, v, UKR_PASS, INIT_ROWCOL, rs, cv, ep); return;                         \
         }
 #define UKR_ROW(m) UKR_CASE(m, 1) UKR_CASE_NV2(m) UKR_CASE_NV3(m) UKR_CASE_NV4(m)
 #if NV >= 2
@@ -145,27 +167,41 @@ static void ukr_dispatch(int mr, int nv, int init, UKR_ARGS)
 #undef UKR_CASE_NV4
 }
 
-/* C[M x N] = init + A(M x K) B(K x N); N a multiple of VL. K is summed in blocks of
- * KC in ascending order (a fixed order: results depend on the shape only). */
+/* C[M x N] = init + A(M x K) B(K x N) [epilogue]; N a multiple of VL. K is summed in
+ * blocks of KC in ascending order (a fixed order: results depend on the shape only). */
 #define GEMM_KC 256
-static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t aks,
-                 const float *B, int64_t ldb, float *C, int64_t ldc, int init, const float *rs,
-                 const float *cv)
+static void gemm_ep(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t aks,
+                    const float *B, int64_t ldb, float *C, int64_t ldc, int init, const float *rs,
+                    const float *cv, const gepi *ep)
 {
     int64_t k0 = 0;
     do {
         int64_t kc = kmin(GEMM_KC, K - k0);
         int in = k0 == 0 ? init : INIT_LOAD;
+        int last = k0 + kc >= K;
         for (int64_t j = 0; j < N; j += NV * VL) {
             int nv = (int)kmin(NV, (N - j) / VL);
             for (int64_t i = 0; i < M; i += MR) {
                 int mr = (int)kmin(MR, M - i);
+                gepi e, *pe = NULL;
+                if (ep && last) {
+                    e.scale = ep->scale;
+                    e.rmax = ep->rmax ? ep->rmax + i : NULL;
+                    pe = &e;
+                }
                 ukr_dispatch(mr, nv, in, kc, A + i * ars + k0 * aks, ars, aks, B + k0 * ldb + j,
-                             ldb, C + i * ldc + j, ldc, rs ? rs + i : NULL, cv ? cv + j : NULL);
+                             ldb, C + i * ldc + j, ldc, rs ? rs + i : NULL, cv ? cv + j : NULL, pe);
             }
         }
         k0 += kc;
     } while (k0 < K);
+}
+
+static void gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars, int64_t aks,
+                 const float *B, int64_t ldb, float *C, int64_t ldc, int init, const float *rs,
+                 const float *cv)
+{
+    gemm_ep(M, N, K, A, ars, aks, B, ldb, C, ldc, init, rs, cv, NULL);
 }
 
 /* =============================================================== packing */
@@ -421,10 +457,12 @@ static void prefetch_band(const cpu_plan *pl, const cpu_pair *pr, const rowblk *
     }
 }
 
-/* S = bias + Q K^T for rows of the block x key tile jt (raw scores, not yet scaled). */
+/* S = (bias + Q K^T) * c2 for rows of the block x key tile jt (scores in base-2 units);
+ * with rmax != NULL also the running row maxima. */
 static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, cpu_tbuf *tb,
-                       int64_t jt, int *cls_out)
+                       int64_t jt, int *cls_out, float *rmax)
 {
+    gepi ep = {pl->c2, rmax};
     const dattn_call *c = pl->c;
     const int64_t bn = pl->bn, j0 = jt * bn, nb = kmin(bn, pr->n - j0);
     const float *kt = pr->kt + jt * pl->D * bn;
@@ -432,18 +470,18 @@ static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk,
     *cls_out = cls;
     if (!c->c2p && !c->p2c) {
         if (pr->any_masked || nb < bn)
-            gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ROWCOL, tb->zero,
-                 pr->kbias + j0);
+            gemm_ep(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ROWCOL, tb->zero,
+                    pr->kbias + j0, &ep);
         else
-            gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ZERO, NULL, NULL);
+            gemm_ep(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ZERO, NULL, NULL, &ep);
     } else if (cls != 0) {
         const float *rows = !c->c2p ? tb->zero : cls > 0 ? tb->crp : tb->crn;
         const float *cols = cls > 0 ? pr->psp + j0 : pr->psn + j0;
-        gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ROWCOL, rows, cols);
+        gemm_ep(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_ROWCOL, rows, cols, &ep);
     } else {
         if (pl->unit_steps) band_bias_perm(pl, pr, rk, tb, j0, nb, tb->s);
         else band_bias(pl, pr, rk, tb, j0, nb, tb->s);
-        gemm(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_LOAD, NULL, NULL);
+        gemm_ep(rk->mb, bn, pl->D, tb->q, pl->Dp, 1, kt, bn, tb->s, bn, INIT_LOAD, NULL, NULL, &ep);
     }
 }
 
@@ -475,7 +513,7 @@ static void KCAT(fwd_rows, ISA_SUFFIX)(const cpu_plan *pl, const cpu_pair *pr, i
     const dattn_call *c = pl->c;
     const dattn_params *p = c->p;
     const size_t es = dattn_dtype_size(p->dtype);
-    const int64_t D = pl->D, Dp = pl->Dp, bn = pl->bn, n = pr->n;
+    const int64_t D = pl->D, Dp = pl->Dp, bn = pl->bn, bm = pl->bm, n = pr->n;
     const int drop = c->drop_threshold != 0;
     rowblk rk;
     rowblk_init(pl, pr, rb, &rk, tb);
@@ -483,39 +521,37 @@ static void KCAT(fwd_rows, ISA_SUFFIX)(const cpu_plan *pl, const cpu_pair *pr, i
 
     if (rk.nvalid > 0) {
         rowblk_q(pl, pr, &rk, tb);
-        for (int64_t ii = 0; ii < rk.mb; ii++) {
-            tb->m[ii] = -INFINITY;
-            tb->l[ii] = 0.0f;
-        }
+        for (int64_t ii = 0; ii < bm; ii++) tb->m[ii] = -INFINITY;
+        for (int64_t x = 0; x < rk.mb * VL; x += VL) vstore(tb->lvec + x, vzero());
         int first = 1;
-        const vf c2 = vset1(pl->c2);
         for (int64_t jt = 0; jt < pr->nt; jt++) {
             if (!pr->tany[jt]) continue;
             const int64_t j0 = jt * bn, nb = kmin(bn, n - j0);
             int cls;
-            score_tile(pl, pr, &rk, tb, jt, &cls);
+            for (int64_t ii = 0; ii < bm; ii += VL) vstore(tb->rmax + ii, vset1(-INFINITY));
+            score_tile(pl, pr, &rk, tb, jt, &cls, tb->rmax);
             prefetch_band(pl, pr, &rk, jt + 1);
-            /* online softmax, base 2 */
+            /* online softmax in base 2: new maxima and rescale factors, VL rows at a time
+             * (a row whose maximum is still -inf has only -inf scores: any finite
+             * reference gives it p = 0 and alpha = 0) */
+            for (int64_t ii = 0; ii < bm; ii += VL) {
+                vf mo = vload(tb->m + ii), mn = vmax(mo, vload(tb->rmax + ii));
+                vf ref = vmax(mn, vset1(-FLT_MAX));
+                vstore(tb->alpha + ii, vexp2(vsub(mo, ref)));
+                vstore(tb->ref + ii, ref);
+                vstore(tb->m + ii, mn);
+            }
             for (int64_t ii = 0; ii < rk.mb; ii++) {
                 float *s = tb->s + ii * bn;
-                vf mx = vset1(-INFINITY);
-                for (int64_t jj = 0; jj < bn; jj += VL) {
-                    vf t = vmul(vload(s + jj), c2);
-                    vstore(s + jj, t);
-                    mx = vmax(mx, t);
-                }
-                float mt = vhmax(mx), mo = tb->m[ii];
-                float mn = mt > mo ? mt : mo;
-                float ref = mn == -INFINITY ? 0.0f : mn;
-                tb->alpha[ii] = exp2f(mo - ref);
-                vf mv = vset1(ref), sum = vzero();
+                const vf mv = vset1(tb->ref[ii]);
+                vf sum = vzero();
                 for (int64_t jj = 0; jj < bn; jj += VL) {
                     vf e = vexp2(vsub(vload(s + jj), mv));
                     vstore(s + jj, e);
                     sum = vadd(sum, e);
                 }
-                tb->l[ii] = tb->l[ii] * tb->alpha[ii] + vhsum(sum);
-                tb->m[ii] = mn;
+                float *lv = tb->lvec + ii * VL;
+                vstore(lv, vfma(vload(lv), vset1(tb->alpha[ii]), sum));
             }
             if (drop) {
                 keep_tile(pl, pr, &rk, j0, nb, tb->keep);
@@ -530,7 +566,7 @@ static void KCAT(fwd_rows, ISA_SUFFIX)(const cpu_plan *pl, const cpu_pair *pr, i
             if (!tb->valid[ii]) continue;
             const int64_t i = rk.i0 + ii;
             float *o = tb->o + ii * Dp;
-            float l = tb->l[ii];
+            float l = vhsum(vload(tb->lvec + ii * VL));
             float f = (drop ? c->drop_scale : 1.0f) / l;
             vf fv = vset1(f);
             for (int64_t d = 0; d < Dp; d += VL) vstore(o + d, vmul(vload(o + d), fv));
@@ -652,7 +688,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
     if (dpk_part) memset(dpk_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
     if (dpq_part) memset(dpq_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
 
-    const vf c2 = vset1(pl->c2), vis = vset1(pl->inv_scale);
+    const vf vis = vset1(pl->inv_scale);
     const int64_t nrb = (n + bm - 1) / bm;
     for (int64_t rb = 0; rb < nrb; rb++) {
         rowblk rk;
@@ -684,7 +720,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
                 if (!pr->tany[jt]) continue;
                 const int64_t j0 = jt * bn, nb = kmin(bn, n - j0);
                 int cls;
-                score_tile(pl, pr, &rk, tb, jt, &cls);
+                score_tile(pl, pr, &rk, tb, jt, &cls, NULL);
                 prefetch_band(pl, pr, &rk, jt + 1);
                 /* dP = dO V^T */
                 gemm(rk.mb, bn, D, tb->dout, Dp, 1, pr->vt + jt * D * bn, bn, tb->dp, bn, INIT_ZERO,
@@ -702,7 +738,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
                     const vf l2 = vset1(tb->lse2[ii]), di = vset1(tb->di[ii]);
                     const vf ks = vset1(dscale);
                     for (int64_t jj = 0; jj < bn; jj += VL) {
-                        vf pv = vexp2(vsub(vmul(vload(s + jj), c2), l2));
+                        vf pv = vexp2(vsub(vload(s + jj), l2));
                         vf dpv = vload(dp + jj);
                         if (drop) {
                             vf kp = vmul(vload(tb->keep + ii * bn + jj), ks);

@@ -128,7 +128,9 @@ void dattn_cpu_tbuf_layout(const cpu_plan *pl, cpu_tbuf *tb, dattn_arena *a, int
     tb->s = TAKE(a, float, bm * bn);
     tb->o = TAKE(a, float, bm * Dp);
     tb->m = TAKE(a, float, bm);
-    tb->l = TAKE(a, float, bm);
+    tb->rmax = TAKE(a, float, bm);
+    tb->ref = TAKE(a, float, bm);
+    tb->lvec = TAKE(a, float, bm * 16);
     tb->alpha = TAKE(a, float, bm);
     tb->crp = TAKE(a, float, bm);
     tb->crn = TAKE(a, float, bm);
