@@ -250,7 +250,9 @@ static void pack_keys(const cpu_plan *pl, cpu_pair *pr, int64_t jt, int bwd, flo
     pr->tany[jt] = (unsigned char)any;
 }
 
-/* Rows of the p2c table for key tile jt, and the saturated columns + key bias. */
+/* Rows of the p2c table for key tile jt — only the slots its keys can see,
+ * [slot(-(j0 + nb - 1)), slot(n - 1 - j0)], stored within the row — and the saturated
+ * columns + key bias. */
 static void p2c_rows(const cpu_plan *pl, cpu_pair *pr, int64_t jt)
 {
     const dattn_call *c = pl->c;
@@ -258,12 +260,16 @@ static void p2c_rows(const cpu_plan *pl, cpu_pair *pr, int64_t jt)
     const dattn_slotmap *sm = pl->sm;
     if (c->p2c) {
         const float *pqt = pl->pqt + pr->h * pl->D * pl->W2;
-        gemm(nb, pr->Wp, pl->D, pr->kt + jt * pl->D * bn, 1, bn, pqt + pr->tlo_p, pl->W2,
-             pr->ptab + j0 * pr->Wp, pr->Wp, INIT_ZERO, NULL, NULL);
+        const int32_t lo = dattn_slotmap_get(sm, -(j0 + nb - 1)), hi = dattn_slotmap_get(sm, pr->n - 1 - j0);
+        const int64_t N = dattn_round_up(hi - lo + 1, 16);
+        int64_t off = lo - pr->tlo_p;
+        if (off + N > pr->Wp) off = pr->Wp - N; /* stay inside the row */
+        gemm(nb, N, pl->D, pr->kt + jt * pl->D * bn, 1, bn, pqt + pr->tlo_p + off, pl->W2,
+             pr->ptab + j0 * pr->Wp + off, pr->Wp, INIT_ZERO, NULL, NULL);
         /* the band bias reads up to 15 floats past the last row */
         if (j0 + nb == pr->n) memset(pr->ptab + pr->n * pr->Wp, 0, sizeof(float) * 16);
         int64_t tp = sm->sat_pos - pr->tlo_p, tn = sm->sat_neg - pr->tlo_p;
-        int okp = tp >= 0 && tp < pr->Wp, okn = tn >= 0 && tn < pr->Wp;
+        int okp = tp >= off && tp < off + N, okn = tn >= off && tn < off + N;
         for (int64_t jj = 0; jj < bn; jj++) {
             int64_t j = j0 + jj;
             float pp = 0.0f, pn = 0.0f;
