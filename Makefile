@@ -66,7 +66,7 @@ else
   CUDA_LIBS :=
 endif
 
-.PHONY: all lib test asan valgrind install clean tests-build
+.PHONY: all lib test asan valgrind install clean tests-build demo check
 all: lib
 lib: $(BUILD)/libdattn.so $(BUILD)/libdattn.a
 
@@ -120,6 +120,21 @@ valgrind:
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 tests-build
 	$(MAKE) BUILD=build-vg OPT="-O2" CUDA=0 TEST_ARGS="--quick" \
 	  TEST_WRAP="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect" test
+
+# ---- the README's two commands ------------------------------------------------------
+# make demo:  the C demo (v3-base attention on the CPU vs the float64 reference), then
+#             the Python demo (a DeBERTa-v3-base-shaped model, dattn vs transformers) in .venv
+# make check: everything CI runs (scripts/check.sh)
+$(BUILD)/demo: examples/demo.c $(BUILD)/tests/ref64.o $(BUILD)/libdattn.a
+	$(CC) $(CFLAGS_ALL) -Itests -o $@ $^ $(CUDA_LIBS) $(LDLIBS_ALL)
+
+demo: $(BUILD)/demo
+	$(BUILD)/demo
+	sh scripts/pyenv.sh
+	.venv/bin/python -m dattn demo
+
+check:
+	sh scripts/check.sh
 
 # ---- install -----------------------------------------------------------------------
 install: lib

@@ -178,6 +178,8 @@ DATTN_API const char *dattn_status_string(dattn_status s);
 DATTN_API const char *dattn_last_error(void);
 
 DATTN_API const char *dattn_version(void);  /* "0.1.0" */
+/* sizeof(dattn_params) as compiled into the library (FFI bindings check their mirror). */
+DATTN_API size_t dattn_params_sizeof(void);
 /* One line: version, CPU kernel ISA, CUDA architectures compiled in (if any). */
 DATTN_API const char *dattn_build_info(void);
 

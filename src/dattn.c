@@ -45,6 +45,8 @@ const char *dattn_version(void)
     return STR(DATTN_VERSION_MAJOR) "." STR(DATTN_VERSION_MINOR) "." STR(DATTN_VERSION_PATCH);
 }
 
+size_t dattn_params_sizeof(void) { return sizeof(dattn_params); }
+
 const char *dattn_build_info(void)
 {
     static _Thread_local char buf[256];

@@ -1,0 +1,46 @@
+#!/bin/sh
+# The project's test command (README, CI): builds the library (CUDA sources too when
+# nvcc is present), runs the C test suite, its ASan+UBSan build and a valgrind run,
+# then the Python suite in .venv. Prints one total line at the end and fails if any
+# part failed.
+set -u
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+fail=0; np=0; nf=0; ns=0
+
+count() { # count FILE: adds the last "N passed, N failed[, N skipped]" of FILE
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+  [ -n "$line" ] || return 1
+  np=$((np + $(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/')))
+  nf=$((nf + $(echo "$line" | sed -E 's/^[0-9]+ passed, ([0-9]+) failed.*/\1/')))
+  s=$(echo "$line" | sed -nE 's/.*, ([0-9]+) skipped.*/\1/p'); ns=$((ns + ${s:-0}))
+}
+
+run() { # run NAME CMD...
+  name=$1; shift
+  echo "==== $name: $*"
+  ( "$@" ; echo $? > "$log/$name.rc" ) 2>&1 | tee "$log/$name"
+  rc=$(cat "$log/$name.rc")
+  if [ "$rc" != 0 ]; then echo "==== $name FAILED (exit $rc)"; fail=1; fi
+}
+
+run build make -j"$JOBS" lib
+run ctest make -j"$JOBS" test
+count "$log/ctest" || nf=$((nf + 1))
+run asan make -j"$JOBS" asan
+grep -qE '^[0-9]+ passed, 0 failed' "$log/asan" || nf=$((nf + 1))
+run valgrind make -j"$JOBS" valgrind
+grep -qE '^[0-9]+ passed, 0 failed' "$log/valgrind" || nf=$((nf + 1))
+run pyenv sh scripts/pyenv.sh
+run pytest .venv/bin/python -m pytest tests/python -q -rfE
+# pytest's summary: "N passed, M skipped in Xs" (failed/errors when present)
+line=$(grep -E '^[= ]*[0-9]+ (passed|failed)' "$log/pytest" | tail -n 1)
+num() { echo "$line" | sed -nE "s/(^|.*[^0-9])([0-9]+) $1.*/\\2/p"; }
+p=$(num passed); f=$(num failed); e=$(num error); s=$(num skipped)
+[ -n "$line" ] || nf=$((nf + 1))
+np=$((np + ${p:-0})); nf=$((nf + ${f:-0} + ${e:-0})); ns=$((ns + ${s:-0}))
+[ $fail -eq 0 ] || [ $nf -gt 0 ] || nf=1
+echo "total: $np passed, $nf failed, $ns skipped"
+[ $fail -eq 0 ] && [ $nf -eq 0 ]
