@@ -34,7 +34,10 @@ typedef struct cpu_plan {
     float inv_scale;
     const int32_t *sneg; /* [2L + bn + 16]: sneg[u] = slot(L-1-u); slot(i-j) = sneg[j-i+L-1] */
     const int32_t *spos; /* [2L + bm + 16]: spos[x] = slot(x-(L-1)); slot(i-j) = spos[i-j+L-1] */
-    int unit_steps;      /* |slot(r+1) - slot(r)| <= 1 for every r the call sees */
+    int monotone;        /* slot(r) non-decreasing over the r the call sees (every sane
+                            configuration; not e.g. position_buckets 64 with M = 16) */
+    int32_t smin, smax;  /* min / max slot over r in [-(L-1), L-1] */
+    int unit_steps;      /* monotone, and slot(r+1) - slot(r) <= 1 for every such r */
     const float *pkt, *pqt; /* [H][D][W2]: pk^T, pq^T (zero past 2S) */
     const float *pkn, *pqn; /* [H][2S][Dp]: pk, pq in fp32 (backward) */
 } cpu_plan;
@@ -43,7 +46,8 @@ typedef struct cpu_pair {
     int64_t b, h;
     int64_t n, npad, nt;  /* sequence length, rounded up to bn, key tiles */
     int32_t tlo_p;        /* first slot of the p2c table */
-    int64_t Wp;           /* its row length (multiple of 16) */
+    int64_t Wreal_p;      /* slots it covers */
+    int64_t Wp;           /* its row length (Wreal_p rounded up to 16) */
     int any_masked;       /* some key of the sequence is padding */
     float *kt;            /* [nt][D][bn] */
     float *v;             /* [npad][Dp] */
@@ -123,6 +127,20 @@ static inline int64_t dattn_round_up(int64_t x, int64_t m) { return (x + m - 1) 
 static inline int32_t dattn_cpu_slot(const cpu_plan *pl, int64_t r)
 {
     return dattn_slotmap_get(pl->sm, r);
+}
+
+/* A slot range covering slot(r) for every r in [ra, rb] (ra <= rb, both inside
+ * [-(L-1), L-1]): exact when the map is monotone, else the call's whole range. */
+static inline void dattn_cpu_slot_range(const cpu_plan *pl, int64_t ra, int64_t rb, int32_t *lo,
+                                        int32_t *hi)
+{
+    if (pl->monotone) {
+        *lo = dattn_slotmap_get(pl->sm, ra);
+        *hi = dattn_slotmap_get(pl->sm, rb);
+    } else {
+        *lo = pl->smin;
+        *hi = pl->smax;
+    }
 }
 
 /* 64-byte aligned bump allocation out of a byte range (sizes rounded to 64). With

@@ -260,7 +260,8 @@ static void p2c_rows(const cpu_plan *pl, cpu_pair *pr, int64_t jt)
     const dattn_slotmap *sm = pl->sm;
     if (c->p2c) {
         const float *pqt = pl->pqt + pr->h * pl->D * pl->W2;
-        const int32_t lo = dattn_slotmap_get(sm, -(j0 + nb - 1)), hi = dattn_slotmap_get(sm, pr->n - 1 - j0);
+        int32_t lo, hi;
+        dattn_cpu_slot_range(pl, -(j0 + nb - 1), pr->n - 1 - j0, &lo, &hi);
         const int64_t N = dattn_round_up(hi - lo + 1, 16);
         int64_t off = lo - pr->tlo_p;
         if (off + N > pr->Wp) off = pr->Wp - N; /* stay inside the row */
@@ -309,8 +310,8 @@ static void rowblk_init(const cpu_plan *pl, const cpu_pair *pr, int64_t rb, rowb
     const dattn_call *c = pl->c;
     rk->i0 = rb * pl->bm;
     rk->mb = kmin(pl->bm, pr->n - rk->i0);
-    rk->tlo_c = dattn_cpu_slot(pl, rk->i0 - (pr->n - 1));
-    int32_t thi = dattn_cpu_slot(pl, rk->i0 + rk->mb - 1);
+    int32_t thi;
+    dattn_cpu_slot_range(pl, rk->i0 - (pr->n - 1), rk->i0 + rk->mb - 1, &rk->tlo_c, &thi);
     rk->Wreal = thi - rk->tlo_c + 1;
     rk->Wc = dattn_round_up(rk->Wreal, 16);
     rk->nvalid = 0;
@@ -450,7 +451,7 @@ static void band_bias_perm(const cpu_plan *pl, const cpu_pair *pr, const rowblk 
  * prefetch overlaps their latency with the current tile's GEMMs. */
 static void prefetch_band(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, int64_t jt)
 {
-    if (!pl->c->p2c || jt >= pr->nt || !pr->tany[jt]) return;
+    if (!pl->c->p2c || !pl->unit_steps || jt >= pr->nt || !pr->tany[jt]) return;
     const int64_t bn = pl->bn, j0 = jt * bn, nb = kmin(bn, pr->n - j0);
     if (tile_class(pl, rk->i0, rk->mb, j0, nb) != 0) return;
     for (int64_t jj = 0; jj < nb; jj++) {
@@ -816,7 +817,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
     }
 
     if (c->p2c && n > 0) {
-        const int64_t Wreal = dattn_cpu_slot(pl, n - 1) - pr->tlo_p + 1;
+        const int64_t Wreal = pr->Wreal_p;
         const float *pqn = pl->pqn + (pr->h * pl->S2 + pr->tlo_p) * Dp;
         gemm(n, Dp, Wreal, pr->gp, pr->Wp, 1, pqn, Dp, pr->dk, Dp, INIT_LOAD, NULL, NULL);
         gemm(Wreal, Dp, n, pr->gp, 1, pr->Wp, pr->kn, Dp, dpq_part + pr->tlo_p * Dp, Dp, INIT_LOAD,

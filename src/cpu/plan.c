@@ -50,11 +50,27 @@ void dattn_cpu_plan_fill(cpu_plan *pl, int nthreads)
     /* The permute path of the band bias reads the slots of 16 consecutive r from one
      * 16-float window: it needs steps of at most 1 (true for every transformers
      * configuration with (M - 1) / (position_buckets / 2) >= e, e.g. v2/v3's 256/512). */
-    pl->unit_steps = 1;
-    for (int64_t r = -(pl->L + 64); r < pl->L + 64 && pl->unit_steps; r++) {
-        int32_t d = dattn_slotmap_get(pl->sm, r + 1) - dattn_slotmap_get(pl->sm, r);
-        pl->unit_steps = d >= -1 && d <= 1;
+    const int64_t rm = pl->L > 0 ? pl->L - 1 : 0;
+    pl->monotone = 1;
+    pl->smin = pl->smax = dattn_slotmap_get(pl->sm, -rm);
+    int maxstep = 0;
+    for (int64_t r = -rm; r <= rm; r++) {
+        int32_t t = dattn_slotmap_get(pl->sm, r);
+        if (t < pl->smin) pl->smin = t;
+        if (t > pl->smax) pl->smax = t;
+        if (r < rm) {
+            int32_t d = dattn_slotmap_get(pl->sm, r + 1) - t;
+            if (d < 0) pl->monotone = 0;
+            if (d > maxstep) maxstep = d;
+        }
     }
+    /* also across the sequence end: lanes past it read slots of r down to -(L + 64) */
+    for (int64_t r = -(pl->L + 64); r < -rm; r++) {
+        int32_t d = dattn_slotmap_get(pl->sm, r + 1) - dattn_slotmap_get(pl->sm, r);
+        if (d < 0) pl->monotone = 0;
+        if (d > maxstep) maxstep = d;
+    }
+    pl->unit_steps = pl->monotone && maxstep <= 1;
     const int64_t H = c->H, D = pl->D, Dp = pl->Dp, S2 = pl->S2, W2 = pl->W2;
     (void)nthreads;
 #ifdef _OPENMP
@@ -112,8 +128,10 @@ void dattn_cpu_pair_set(const cpu_plan *pl, cpu_pair *pr, int64_t b, int64_t h)
     pr->nt = (pr->n + pl->bn - 1) / pl->bn;
     pr->npad = pr->nt * pl->bn;
     int64_t rm = pr->n > 0 ? pr->n - 1 : 0;
-    pr->tlo_p = dattn_slotmap_get(pl->sm, -rm);
-    pr->Wp = dattn_round_up(dattn_slotmap_get(pl->sm, rm) - pr->tlo_p + 1, 16);
+    int32_t hi;
+    dattn_cpu_slot_range(pl, -rm, rm, &pr->tlo_p, &hi);
+    pr->Wreal_p = hi - pr->tlo_p + 1;
+    pr->Wp = dattn_round_up(pr->Wreal_p, 16);
     pr->any_masked = 0;
     for (int64_t j = 0; j < pr->n && !pr->any_masked; j++) pr->any_masked = !dattn_valid(c, b, j);
 }
