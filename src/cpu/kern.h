@@ -659,6 +659,41 @@ static void scatter_ds(const cpu_plan *pl, cpu_pair *pr, const rowblk *rk, cpu_t
         }
         return;
     }
+#ifdef HAVE_SEGADD
+    if (pl->unit_steps) {
+        /* c2p: along a row, 16 keys hit at most 16 consecutive slots (descending) */
+        if (c->c2p) {
+            for (int64_t ii = 0; ii < rk->mb; ii++) {
+                const int64_t i = rk->i0 + ii;
+                const int32_t *sl = pl->sneg + (j0 - i + L - 1);
+                for (int64_t jj = 0; jj < nb; jj += VL) {
+                    int32_t lo = sl[jj + VL - 1];
+                    if (lo < rk->tlo_c) lo = rk->tlo_c; /* lanes past the end carry ds = 0 */
+                    vi o = vmaxi0(vsubi(vloadi(sl + jj), vseti(lo)));
+                    segadd_asc(tb->gc + ii * Wc + (lo - rk->tlo_c), vrevi(o), vrev(vload(ds + ii * bn + jj)));
+                }
+            }
+        }
+        /* p2c: along a column, 16 rows hit at most 16 consecutive slots (ascending) */
+        if (c->p2c) {
+            for (int64_t ig = 0; ig < rk->mb; ig += VL) {
+                for (int64_t jg = 0; jg < nb; jg += VL) {
+                    vf col[VL];
+                    for (int k = 0; k < VL; k++)
+                        col[k] = ig + k < rk->mb ? vload(ds + (ig + k) * bn + jg) : vzero();
+                    vtranspose(col);
+                    for (int k = 0; k < VL && jg + k < nb; k++) {
+                        const int64_t j = j0 + jg + k;
+                        const int32_t *sp = pl->spos + (rk->i0 + ig - j + L - 1);
+                        const int32_t lo = sp[0];
+                        segadd_asc(pr->gp + j * Wp + (lo - pr->tlo_p), vsubi(vloadi(sp), vseti(lo)), col[k]);
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
     for (int64_t ii = 0; ii < rk->mb; ii++) {
         const int64_t i = rk->i0 + ii;
         const int32_t *sl = pl->sneg + (j0 - i + L - 1);

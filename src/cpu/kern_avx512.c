@@ -92,6 +92,39 @@ static inline void vtranspose(vf r[16])
     for (int k = 0; k < 16; k++) r[k] = t[k];
 }
 
+/* Segmented scatter-add for the backward's slot sums (HAVE_SEGADD): dst[o_k] += d_k for
+ * 16 lanes whose bins o are non-decreasing with steps of 0 or 1 from o_0 = 0. A
+ * segmented suffix scan (log steps, adds only inside a run of equal bins) leaves each
+ * run's sum in its first lane; compressing those lanes gives the bins in order. Every
+ * bin's value is a sum of its own lanes only (no differences of prefix sums). */
+#define HAVE_SEGADD 1
+static inline void segadd_asc(float *dst, vi o, vf d)
+{
+    const __m512i sent = _mm512_set1_epi32(-1), zi = _mm512_setzero_si512();
+#define SEG_STEP(sh)                                                                           \
+    do {                                                                                       \
+        __m512i so = _mm512_alignr_epi32(sent, o, sh);                                         \
+        __m512 sd = _mm512_castsi512_ps(_mm512_alignr_epi32(zi, _mm512_castps_si512(d), sh));  \
+        d = _mm512_mask_add_ps(d, _mm512_cmpeq_epi32_mask(o, so), d, sd);                      \
+    } while (0)
+    SEG_STEP(1);
+    SEG_STEP(2);
+    SEG_STEP(4);
+    SEG_STEP(8);
+#undef SEG_STEP
+    __mmask16 head = _mm512_cmpneq_epi32_mask(o, _mm512_alignr_epi32(o, sent, 15));
+    _mm512_storeu_ps(dst, _mm512_add_ps(_mm512_loadu_ps(dst), _mm512_maskz_compress_ps(head, d)));
+}
+static inline vf vrev(vf x)
+{
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), x);
+}
+static inline vi vrevi(vi x)
+{
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), x);
+}
+static inline vi vmaxi0(vi x) { return _mm512_max_epi32(x, _mm512_setzero_si512()); }
+
 /* dtype rows <-> fp32 */
 static void cvt_load(float *dst, const void *src, int32_t dtype, int64_t n)
 {

@@ -64,8 +64,9 @@ void dattn_cpu_plan_fill(cpu_plan *pl, int nthreads)
             if (d > maxstep) maxstep = d;
         }
     }
-    /* also across the sequence end: lanes past it read slots of r down to -(L + 64) */
-    for (int64_t r = -(pl->L + 64); r < -rm; r++) {
+    /* also past the sequence ends: lanes there read slots of r in [-(L + 64), L + 80) */
+    for (int64_t r = -(pl->L + 64); r < pl->L + 80; r++) {
+        if (r >= -rm && r < rm) continue;
         int32_t d = dattn_slotmap_get(pl->sm, r + 1) - dattn_slotmap_get(pl->sm, r);
         if (d < 0) pl->monotone = 0;
         if (d > maxstep) maxstep = d;
@@ -113,7 +114,7 @@ void dattn_cpu_pair_layout(const cpu_plan *pl, cpu_pair *pr, dattn_arena *a, int
     if (bwd) {
         pr->kn = TAKE(a, float, npad * pl->Dp);
         pr->vt = TAKE(a, float, nt * pl->D * pl->bn);
-        if (c->p2c) pr->gp = TAKE(a, float, npad * Wmax);
+        if (c->p2c) pr->gp = TAKE(a, float, npad * Wmax + 16);
         pr->dk = TAKE(a, float, npad * pl->Dp);
         pr->dv = TAKE(a, float, npad * pl->Dp);
     }
