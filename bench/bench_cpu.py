@@ -23,10 +23,12 @@ What is timed
   Both at the same thread count: torch.set_num_threads(n) and dattn num_threads = n.
   Median (and min) over --reps calls after one warm-up call.
 
-Peak memory (method): each (implementation, shape) runs in a fresh subprocess. After the
-inputs exist and one warm-up call has run (thread pools, lazy init), the process's peak
-RSS is reset (write "5" to /proc/self/clear_refs) and VmRSS noted; then one measured call
-runs and VmHWM is read. extra = VmHWM - VmRSS(before), minus the bytes of O (dattn's out
+Peak memory (method): each (implementation, shape) runs in a fresh subprocess (another
+one than the timing run), with glibc's mmap threshold fixed at 128 KiB
+(MALLOC_MMAP_THRESHOLD_) so that every large block is returned to the OS when freed.
+After the inputs exist and one warm-up call has run (thread pools, lazy init), the
+process's peak RSS is reset (write "5" to /proc/self/clear_refs) and VmRSS noted; then
+one measured call runs and VmHWM is read. extra = VmHWM - VmRSS(before), minus the bytes of O (dattn's out
 is allocated before; transformers allocates its output inside, so its size is subtracted)
 — i.e. memory beyond Q/K/V/O. dattn's workspace and lse are allocated inside the measured
 region and therefore counted. For "fwd+bwd" the gradients dq/dk/dv (transformers: the
@@ -72,7 +74,7 @@ def reset_peak():
 
 # ------------------------------------------------------------------ workers
 
-def worker_dattn(L, B, threads, reps, do_bwd):
+def worker_dattn(L, B, threads, reps, do_bwd, mode):
     import torch
     import dattn_ctypes as dc
 
@@ -128,7 +130,25 @@ def worker_dattn(L, B, threads, reps, do_bwd):
 
     res = {"impl": "dattn", "L": L, "B": B, "threads": threads,
            "build": lib.dattn_build_info().decode()}
-    # warm-up (separate state, freed), then the memory-measured call with fresh buffers
+    if mode == "time":
+        st = {}
+        lse = call_fwd(st)  # warm-up
+        if do_bwd:
+            call_bwd(st, lse)
+        tf, tfb = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            lse = call_fwd(st)
+            t1 = time.perf_counter()
+            tf.append(t1 - t0)
+            if do_bwd:
+                call_bwd(st, lse)
+                tfb.append(time.perf_counter() - t0)
+        res["fwd_s"] = tf
+        if do_bwd:
+            res["fwdbwd_s"] = tfb
+        return res
+    # memory: warm-up (separate state, freed), then the measured calls with fresh buffers
     w = {}
     lse = call_fwd(w)
     if do_bwd:
@@ -149,18 +169,6 @@ def worker_dattn(L, B, threads, reps, do_bwd):
         gbytes = 3 * B * L * H * D * 4 + 2 * H * 2 * S * D * 4  # dq dk dv dpk dpq: outputs
         res["bwd_extra_bytes"] = hwm - rss0 - gbytes
         res["bwd_workspace_bytes"] = st["bws"][0].numel()
-    tf, tfb = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        lse = call_fwd(st)
-        t1 = time.perf_counter()
-        tf.append(t1 - t0)
-        if do_bwd:
-            call_bwd(st, lse)
-            tfb.append(time.perf_counter() - t0)
-    res["fwd_s"] = tf
-    if do_bwd:
-        res["fwdbwd_s"] = tfb
     return res
 
 
@@ -180,7 +188,7 @@ def hf_module():
     return m
 
 
-def worker_hf(L, B, threads, reps, do_bwd):
+def worker_hf(L, B, threads, reps, do_bwd, mode):
     import torch
     from transformers.models.deberta_v2.modeling_deberta_v2 import build_relative_position
 
@@ -207,6 +215,26 @@ def worker_hf(L, B, threads, reps, do_bwd):
         return xx.grad, rr.grad
 
     res = {"impl": "transformers", "L": L, "B": B, "threads": threads}
+    if mode == "time":
+        o = fwd()  # warm-up
+        del o
+        tf, tfb = [], []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            o = fwd()
+            tf.append(time.perf_counter() - t0)
+            del o
+        res["fwd_s"] = tf
+        if do_bwd:
+            g = fwdbwd()
+            del g
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                g = fwdbwd()
+                tfb.append(time.perf_counter() - t0)
+                del g
+            res["fwdbwd_s"] = tfb
+        return res
     o = fwd()
     del o
     rss0, _ = mem_status()
@@ -224,20 +252,6 @@ def worker_hf(L, B, threads, reps, do_bwd):
         _, hwm = mem_status()
         del g
         res["fwdbwd_extra_bytes"] = hwm - rss0 - 2 * obytes - 2 * S * H * D * 4  # o, x.grad, rel.grad
-    tf, tfb = [], []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        o = fwd()
-        tf.append(time.perf_counter() - t0)
-        del o
-    res["fwd_s"] = tf
-    if do_bwd:
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            g = fwdbwd()
-            tfb.append(time.perf_counter() - t0)
-            del g
-        res["fwdbwd_s"] = tfb
     return res
 
 
@@ -252,16 +266,24 @@ def loadavg():
 
 
 def run_worker(impl, L, B, threads, reps, do_bwd, timeout):
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, str(L), str(B),
-           str(threads), str(reps), str(int(do_bwd))]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    t0 = time.time()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    if r.returncode != 0:
-        return {"impl": impl, "L": L, "B": B, "error": (r.stderr or r.stdout)[-2000:],
-                "returncode": r.returncode}
-    res = json.loads(r.stdout.strip().splitlines()[-1])
-    res["wall_s"] = time.time() - t0
+    """Timing run, then a separate memory run (fresh processes: the memory run fixes
+    glibc's mmap threshold so that freed blocks leave the RSS, which would also change
+    the timings, hence two processes)."""
+    res = {}
+    for mode in ("time", "mem"):
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", impl, str(L), str(B),
+               str(threads), str(reps), str(int(do_bwd)), mode]
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        if mode == "mem":
+            env.update(MALLOC_MMAP_THRESHOLD_="131072", MALLOC_TRIM_THRESHOLD_="131072")
+        t0 = time.time()
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        if r.returncode != 0:
+            res.update({"impl": impl, "L": L, "B": B, "error_" + mode: (r.stderr or r.stdout)[-2000:],
+                        "returncode": r.returncode})
+            continue
+        res.update(json.loads(r.stdout.strip().splitlines()[-1]))
+        res["wall_s_" + mode] = time.time() - t0
     return res
 
 
@@ -284,22 +306,26 @@ def summarize(r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--worker", nargs=6, metavar=("IMPL", "L", "B", "THREADS", "REPS", "BWD"))
+    ap.add_argument("--worker", nargs=7, metavar=("IMPL", "L", "B", "THREADS", "REPS", "BWD", "MODE"))
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shapes", default="128:1,128:8,512:1,512:8,2048:1,2048:8,8192:1,8192:8")
     ap.add_argument("--no-bwd", action="store_true")
     ap.add_argument("--no-hf", action="store_true")
-    ap.add_argument("--hf-mem-limit", type=float, default=12.0,
-                    help="GiB: skip transformers shapes estimated to need more")
+    ap.add_argument("--hf-mem-limit", type=float, default=None,
+                    help="GiB: skip transformers shapes estimated to need more "
+                         "(default: MemAvailable at start minus 4 GiB)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     if a.worker:
-        impl, L, B, t, reps, bwd = a.worker
+        impl, L, B, t, reps, bwd, mode = a.worker
         fn = worker_dattn if impl == "dattn" else worker_hf
-        print(json.dumps(fn(int(L), int(B), int(t), int(reps), bool(int(bwd)))))
+        print(json.dumps(fn(int(L), int(B), int(t), int(reps), bool(int(bwd)), mode)))
         return
 
+    if a.hf_mem_limit is None:
+        avail = int(re.search(r"MemAvailable:\s+(\d+)", open("/proc/meminfo").read()).group(1)) * 1024
+        a.hf_mem_limit = max(0.0, avail / 2**30 - 4.0)
     fma = build()
     import torch
     import transformers
@@ -324,6 +350,7 @@ def main():
                   "pos_att": "c2p|p2c", "dtype": "fp32", "mask": "all ones"},
         "method": __doc__.split("What is timed")[1].strip(),
         "loadavg_before": loadavg(),
+        "hf_mem_limit_gib": a.hf_mem_limit,
     }
     fp = json.loads(sh(f"{fma} {a.threads} 0.5"))
     info["fma_peak"] = fp
@@ -336,12 +363,15 @@ def main():
     shapes = [tuple(int(v) for v in s.split(":")) for s in a.shapes.split(",")]
     for (L, B) in shapes:
         row = {"L": L, "B": B, "load_before": loadavg()}
+        # the cores' FMA rate right now (the machine is shared: it varies)
+        row["fma_peak_now"] = json.loads(sh(f"{fma} {a.threads} 0.2"))["peak_nt_gflops"]
         flops = 4.0 * B * H * L * L * D
         r = summarize(run_worker("dattn", L, B, a.threads, a.reps, not a.no_bwd, 3600))
         row["dattn"] = r
         if "fwd_s_median" in r:
             r["fwd_gflops"] = flops / r["fwd_s_median"] * 1e-9
             r["fwd_frac_of_peak"] = r["fwd_gflops"] / peak
+            r["fwd_frac_of_peak_now"] = r["fwd_gflops"] / row["fma_peak_now"]
         if not a.no_hf:
             est = None
             if hf_per_elem:

@@ -7,7 +7,10 @@
  * latency: 12 zmm or 12 ymm accumulators) for a fixed number of iterations, and the
  * total is timed on the wall clock. Prints one JSON object with the GFLOP/s of the
  * AVX-512 (16 lanes) and the AVX2 (8 lanes) loop, for 1 thread and for N threads.
- * Counting: one FMA instruction on a W-lane vector = 2*W FLOPs. */
+ * Counting: one FMA instruction on a W-lane vector = 2*W FLOPs.
+ * Also prints the DRAM bandwidth of a STREAM-style triad a[i] = b[i] + s*c[i] over three
+ * 128 MiB arrays on the same threads (bytes counted: 3 x 4 per element; the best of 5),
+ * for the byte floor in NOTES.md. */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
@@ -78,6 +81,36 @@ static double measure(int threads, int wide, long iters)
     return best * 1e-9;
 }
 
+/* GB/s of the triad on `threads` threads (arrays first touched by the same threads). */
+static double triad(int threads)
+{
+    const long n = 32L << 20; /* 32 Mi floats = 128 MiB per array */
+    float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * n);
+    if (!a || !b || !c) return 0;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (long i = 0; i < n; i++) {
+        a[i] = 0;
+        b[i] = 1;
+        c[i] = 2;
+    }
+    double best = 0;
+    const float s = g_mul;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (long i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+        double t = now() - t0;
+        double gbs = 3.0 * 4.0 * (double)n / t * 1e-9;
+        if (gbs > best) best = gbs;
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    free(a);
+    free(b);
+    free(c);
+    return best;
+}
+
 int main(int argc, char **argv)
 {
     int threads = argc > 1 ? atoi(argv[1]) : omp_get_max_threads();
@@ -92,9 +125,10 @@ int main(int argc, char **argv)
     if (iters < 1000) iters = 1000;
     double a2_1 = measure(1, 0, iters), a2_n = measure(threads, 0, iters);
     double a5_1 = has512 ? measure(1, 1, iters / 2) : 0, a5_n = has512 ? measure(threads, 1, iters / 2) : 0;
+    double bw = triad(threads);
     printf("{\"threads\": %d, \"avx2_1t_gflops\": %.1f, \"avx2_nt_gflops\": %.1f, "
            "\"avx512_1t_gflops\": %.1f, \"avx512_nt_gflops\": %.1f, "
-           "\"peak_nt_gflops\": %.1f}\n",
-           threads, a2_1, a2_n, a5_1, a5_n, a5_n > a2_n ? a5_n : a2_n);
+           "\"peak_nt_gflops\": %.1f, \"triad_gbs\": %.1f}\n",
+           threads, a2_1, a2_n, a5_1, a5_n, a5_n > a2_n ? a5_n : a2_n, bw);
     return 0;
 }
