@@ -366,7 +366,8 @@ def main():
         # the cores' FMA rate right now (the machine is shared: it varies)
         row["fma_peak_now"] = json.loads(sh(f"{fma} {a.threads} 0.2"))["peak_nt_gflops"]
         flops = 4.0 * B * H * L * L * D
-        r = summarize(run_worker("dattn", L, B, a.threads, a.reps, not a.no_bwd, 3600))
+        dreps = a.reps if L * L * B <= 2048 * 2048 * 8 else max(1, min(a.reps, 3))
+        r = summarize(run_worker("dattn", L, B, a.threads, dreps, not a.no_bwd, 3600))
         row["dattn"] = r
         if "fwd_s_median" in r:
             r["fwd_gflops"] = flops / r["fwd_s_median"] * 1e-9
@@ -380,7 +381,7 @@ def main():
                 row["transformers"] = f"OOM (estimated {est / 2**30:.1f} GiB)"
                 row["transformers_estimated_extra_bytes"] = est
             else:
-                hreps = a.reps if L * L * B <= 2048 * 2048 * 8 else max(1, min(a.reps, 2))
+                hreps = a.reps if L * L * B <= 2048 * 2048 else max(1, min(a.reps, 3))
                 h = summarize(run_worker("hf", L, B, a.threads, hreps, not a.no_bwd, 7200))
                 row["transformers"] = h
                 if "fwd_extra_bytes" in h:
