@@ -60,13 +60,13 @@ ifeq ($(CUDA),1)
              --expt-relaxed-constexpr -DDATTN_WITH_CUDA $(NVCCFLAGS)
   CU_OBJS := $(CU_SRCS:%.cu=$(BUILD)/%.o)
   CFLAGS_ALL += -DDATTN_WITH_CUDA
-  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lpthread -lrt
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lpthread -lrt
 else
   CU_OBJS :=
   CUDA_LIBS :=
 endif
 
-.PHONY: all lib test asan valgrind install clean tests-build demo check
+.PHONY: all lib test asan valgrind install clean tests-build demo check gpu-check
 all: lib
 lib: $(BUILD)/libdattn.so $(BUILD)/libdattn.a
 
@@ -96,7 +96,7 @@ TEST_MAINS := $(wildcard tests/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_MAINS),$(wildcard tests/*.c))
 TEST_SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 TEST_BINS := $(TEST_MAINS:tests/%.c=$(BUILD)/tests/%)
-TEST_CFLAGS := -Isrc -Itests
+TEST_CFLAGS := -Isrc -Itests $(if $(filter 1,$(CUDA)),-I$(CUDA_HOME)/include)
 
 $(BUILD)/tests/%.o: tests/%.c $(wildcard include/*.h src/*.h tests/*.h) | $(BUILD)/tests
 	$(CC) $(CFLAGS_ALL) $(TEST_CFLAGS) -c $< -o $@
@@ -135,6 +135,12 @@ demo: $(BUILD)/demo
 
 check:
 	sh scripts/check.sh
+
+# GPU runner (on a machine with a GPU, e.g. through the device tool): builds, runs the
+# CUDA tests, compute-sanitizer, pytest on CUDA and the benchmarks; logs and JSON go to
+# $$OUT (default gpu-out/). GPU_CHECK_ARGS is passed to the script (e.g. --quick).
+gpu-check:
+	@sh scripts/gpu_check.sh $(GPU_CHECK_ARGS)
 
 # ---- install -----------------------------------------------------------------------
 install: lib

@@ -408,6 +408,9 @@ static dattn_status validate(const dattn_params *p, int is_bwd, dattn_call *c)
     } else if (!dattn_cuda_built()) {
         return dattn_set_error(DATTN_UNSUPPORTED, "device is CUDA but this build of dattn has "
                                                   "no CUDA backend");
+    } else {
+        /* what the CUDA kernels cannot run (so workspace queries report it up front) */
+        TRY(dattn_cuda_check(c));
     }
     return DATTN_OK;
 }
@@ -480,6 +483,11 @@ const char *dattn_cuda_archs(void) { return ""; }
 dattn_status dattn_cuda_device_supported(int32_t device_index)
 {
     (void)device_index;
+    return dattn_set_error(DATTN_UNSUPPORTED, "this build of dattn has no CUDA backend");
+}
+dattn_status dattn_cuda_check(const dattn_call *c)
+{
+    (void)c;
     return dattn_set_error(DATTN_UNSUPPORTED, "this build of dattn has no CUDA backend");
 }
 size_t dattn_cuda_fwd_workspace(const dattn_call *c)

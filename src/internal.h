@@ -91,6 +91,10 @@ dattn_status dattn_cpu_set_isa(const char *name);
 int dattn_cuda_built(void);
 const char *dattn_cuda_archs(void);
 dattn_status dattn_cuda_device_supported(int32_t device_index);
+/* UNSUPPORTED (with the reason) for a validated CUDA call the kernels cannot run, from
+ * the call's parameters alone (no device access): the front end calls it in validation,
+ * so that workspace-size queries already answer "would this call run". */
+dattn_status dattn_cuda_check(const dattn_call *c);
 size_t dattn_cuda_fwd_workspace(const dattn_call *c);
 size_t dattn_cuda_bwd_workspace(const dattn_call *c);
 dattn_status dattn_cuda_fwd(const dattn_call *c, const dattn_slotmap *sm);

@@ -61,8 +61,50 @@ def seed(request):
     return s
 
 
+# --- gradients on a device whose backend has no backward yet --------------------------
+# Tests compare forward outputs everywhere; where the library cannot run the backward on
+# the device (the CUDA backward is the training issue's), the gradient part is not run and
+# a test whose forward checks passed is reported as SKIPPED with the reason (see
+# pytest_runtest_makereport), never as passed.
+
+_current_item = None
+
+
+def backward_unsupported(device) -> "str | None":
+    """None when libdattn runs the backward on `device`, else the library's reason."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return None
+    from dattn import ops
+
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    return ops.probe("cuda", idx, torch.float32, 2, 32, 3, 256, 512, False, True, False)
+
+
+def gradients_checkable(device) -> bool:
+    """False (and the running test is marked 'gradients not checked') when the backend
+    cannot run the backward on `device`."""
+    why = backward_unsupported(device)
+    if why is not None and _current_item is not None:
+        _current_item._dattn_grads_unchecked = why
+    return why is None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    why = getattr(item, "_dattn_grads_unchecked", None)
+    if why and rep.when == "call" and rep.passed:
+        rep.outcome = "skipped"
+        rep.longrepr = (str(item.path), item.location[1] or 0,
+                        f"Skipped: forward checked; gradients not checked: {why}")
+
+
 @pytest.fixture(autouse=True)
-def _reset_dattn_state():
+def _reset_dattn_state(request):
+    global _current_item
+    _current_item = request.node
     from dattn import hf
 
     hf._logged.clear()

@@ -14,7 +14,7 @@ from transformers.models.deberta_v2 import modeling_deberta_v2 as mdv2  # noqa: 
 
 import dattn  # noqa: E402
 from dattn import hf, hub, layers, testing  # noqa: E402
-from conftest import DEVICES  # noqa: E402
+from conftest import DEVICES, gradients_checkable  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,9 @@ def test_repository_layout(repo):
 
 
 def test_mapping_only_where_validated(monkeypatch, repo):
+    monkeypatch.setattr(hub, "VALIDATED_CUDA_CAPABILITIES", ())
     m = hub.kernel_mapping(repo)["DebertaV2Encoder"]
-    assert set(m) == {"cpu"}, "no CUDA entry until the GPU runner has validated one"
+    assert set(m) == {"cpu"}, "no CUDA entry unless the GPU runner has validated one"
     monkeypatch.setattr(hub, "VALIDATED_CUDA_CAPABILITIES", ((80, 90),))
     m = hub.kernel_mapping(repo)["DebertaV2Encoder"]
     cuda = [d for d in m if not isinstance(d, str)]
@@ -65,7 +66,7 @@ def _model(kind="v2xl"):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", ["inference", "training"])
-def test_kernelize(repo, device, mode, seed):
+def test_kernelize(repo, device, mode, monkeypatch, seed):
     m = _model().to(device)
     training = mode == "training"
     m.train(training)
@@ -89,13 +90,18 @@ def test_kernelize(repo, device, mode, seed):
     fwd = m.deberta.encoder.forward
     assert fwd.__func__ is layers.DebertaV2Encoder.forward  # re-exported by the variant
     out, g = step()
-    assert hf.last_path in ("padded", "packed")
+    if training and not gradients_checkable(device):
+        # no backward on this device yet: the layer itself falls back to transformers
+        assert hf.last_path.startswith("fallback")
+    else:
+        assert hf.last_path in ("padded", "packed")
     assert (out - ref).abs().max().item() <= 1e-5
     top = max(v.abs().max().item() for v in gref.values()) if gref else 0
     for n in gref:
         scale = max(gref[n].abs().max().item(), 1e-3 * top)
         assert (g[n] - gref[n]).abs().max().item() <= 1e-4 * scale, n
     # kernelize for a device the mapping does not list: transformers' forward again
+    monkeypatch.setattr(hub, "VALIDATED_CUDA_CAPABILITIES", ())
     with use_kernel_mapping(hub.kernel_mapping(repo)):
         kernelize(m, mode=Mode.INFERENCE, device="cuda")
     assert m.deberta.encoder.forward.__func__ is mdv2.DebertaV2Encoder.forward

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from dattn import _lib, ops
-from conftest import DEVICES
+from conftest import DEVICES, gradients_checkable
 
 TERMS = {"both": (True, True), "c2p": (True, False), "p2c": (False, True), "none": (False, False)}
 
@@ -88,6 +88,8 @@ def test_padded_matches_float64(device, terms, pos, pad, seed):
                         position_buckets=buckets, max_relative_positions=M)
     r = reference(*ref, mask, buckets, M)
     check_close(out, r, 2e-5, "out")
+    if not gradients_checkable(device):
+        return
     g = torch.randn_like(r)
     (out * g.to(out)).sum().backward()
     (r * g).sum().backward()
@@ -120,6 +122,8 @@ def test_packed_matches_per_sequence(device, terms, seed):
         o += n
     r = torch.cat(parts)
     check_close(out, r, 2e-5, "out")
+    if not gradients_checkable(device):
+        return
     g = torch.randn_like(r)
     (out * g.to(out)).sum().backward()
     (r * g).sum().backward()

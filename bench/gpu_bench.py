@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""GPU benchmarks of the dattn CUDA forward (issue 4 targets), through ctypes on
+build/libdattn.so so that they need nothing but torch.
+
+Op level (fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c): dattn forward against torch
+SDPA's flash and cuDNN backends on the same Q/K/V shapes, medians of triton's do_bench
+(which clears L2 before each run), inputs rotated over sets larger than L2, random data.
+Effective TFLOP/s = 4*B*H*L^2*D / t; the roofline floor is
+max(FLOPs / 790 TFLOP/s, exps / 4e12 /s, bytes / 4.3 TB/s).
+Memory: extra device memory of one forward call (output, lse, workspace) at B=16, L=8192
+against the output size.
+Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
+package imports, else it is reported as skipped.
+
+usage: python3 bench/gpu_bench.py [--json out.json] [--quick]
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("stride", ctypes.c_int64 * 4)]
+
+
+class Params(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_int32) for n in (
+        "abi_version", "device", "device_index", "dtype", "layout", "pos_att",
+        "position_buckets", "max_relative_positions", "padded_rows", "fp32_math",
+        "num_threads", "reserved0")] + [(n, ctypes.c_int64) for n in (
+            "batch", "seqlen", "heads", "head_dim", "total_tokens")] + [
+        ("q", Tensor), ("k", Tensor), ("v", Tensor), ("pk", Tensor), ("pq", Tensor),
+        ("mask", Tensor), ("cu_seqlens", ctypes.c_void_p), ("out", Tensor), ("lse", Tensor),
+        ("dropout_p", ctypes.c_float), ("reserved1", ctypes.c_int32),
+        ("dropout_seed", ctypes.c_uint64), ("dropout_offset", ctypes.c_uint64),
+        ("dout", Tensor), ("dq", Tensor), ("dk", Tensor), ("dv", Tensor), ("dpk", Tensor),
+        ("dpq", Tensor), ("workspace", ctypes.c_void_p), ("workspace_size", ctypes.c_size_t),
+        ("stream", ctypes.c_void_p)]
+
+
+def load_lib():
+    path = os.environ.get("DATTN_LIB", os.path.join(ROOT, "build", "libdattn.so"))
+    lib = ctypes.CDLL(path)
+    lib.dattn_params_init.argtypes = [ctypes.POINTER(Params)]
+    lib.dattn_params_sizeof.restype = ctypes.c_size_t
+    lib.dattn_fwd.argtypes = [ctypes.POINTER(Params)]
+    lib.dattn_fwd_workspace_size.argtypes = [ctypes.POINTER(Params), ctypes.POINTER(ctypes.c_size_t)]
+    lib.dattn_last_error.restype = ctypes.c_char_p
+    lib.dattn_build_info.restype = ctypes.c_char_p
+    assert lib.dattn_params_sizeof() == ctypes.sizeof(Params), "Params mirror out of date"
+    return lib
+
+
+def tens(t, dims):
+    x = Tensor()
+    x.data = t.data_ptr() if t is not None else None
+    if t is not None:
+        for i in range(dims):
+            x.stride[i] = t.stride(i)
+    return x
+
+
+class DattnFwd:
+    """One configured forward call; __call__ runs it on the current stream."""
+
+    def __init__(self, lib, q, k, v, pk, pq, mask=None, pos_att=3, pb=256, M=512, lse=True):
+        B, L, H, D = q.shape
+        self.lib = lib
+        self.p = Params()
+        lib.dattn_params_init(ctypes.byref(self.p))
+        p = self.p
+        p.device = 1
+        p.dtype = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[q.dtype]
+        p.pos_att, p.position_buckets, p.max_relative_positions = pos_att, pb, M
+        p.batch, p.seqlen, p.heads, p.head_dim = B, L, H, D
+        self.out = torch.empty_like(q)
+        self.lse = torch.empty(B, H, L, device=q.device, dtype=torch.float32) if lse else None
+        self.keep = [q, k, v, pk, pq, mask]
+        p.q, p.k, p.v, p.out = tens(q, 4), tens(k, 4), tens(v, 4), tens(self.out, 4)
+        p.pk, p.pq = tens(pk, 3), tens(pq, 3)
+        if mask is not None:
+            p.mask = tens(mask, 2)
+        if lse:
+            p.lse = tens(self.lse, 3)
+        n = ctypes.c_size_t(0)
+        st = lib.dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n))
+        if st != 0:
+            raise RuntimeError(lib.dattn_last_error().decode())
+        self.ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device)
+        p.workspace, p.workspace_size = self.ws.data_ptr(), n.value
+
+    def __call__(self):
+        self.p.stream = torch.cuda.current_stream().cuda_stream
+        st = self.lib.dattn_fwd(ctypes.byref(self.p))
+        if st != 0:
+            raise RuntimeError("dattn_fwd: %d %s" % (st, self.lib.dattn_last_error().decode()))
+        return self.out
+
+
+def bench(fn, rep=200):
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
+
+
+def rotating(make, set_bytes, min_total=256 << 20):
+    n = max(2, math.ceil(min_total / max(set_bytes, 1)))
+    sets = [make() for _ in range(n)]
+    idx = [0]
+
+    def nxt():
+        idx[0] = (idx[0] + 1) % n
+        return sets[idx[0]]
+    return nxt
+
+
+def op_level(lib, shapes, results, quick):
+    H, D, S = 12, 64, 256
+    dev = "cuda"
+    for (B, L, target) in shapes:
+        flops = 4.0 * B * H * L * L * D
+        exps = float(B * H * L * L)
+        nbytes = 4.0 * B * L * H * D * 2 + B * H * L * 4
+        floor_ms = max(flops / 790e12, exps / 4e12, nbytes / 4.3e12) * 1e3
+        set_bytes = 3 * B * L * H * D * 2
+
+        def make():
+            q = torch.randn(B, L, H, D, device=dev, dtype=torch.float16)
+            k = torch.randn(B, L, H, D, device=dev, dtype=torch.float16)
+            v = torch.randn(B, L, H, D, device=dev, dtype=torch.float16)
+            pk = torch.randn(H, 2 * S, D, device=dev, dtype=torch.float16)
+            pq = torch.randn(H, 2 * S, D, device=dev, dtype=torch.float16)
+            return dict(q=q, k=k, v=v, pk=pk, pq=pq,
+                        f3=DattnFwd(lib, q, k, v, pk, pq, pos_att=3),
+                        f0=DattnFwd(lib, q, k, v, pk, pq, pos_att=0),
+                        qt=q.transpose(1, 2), kt=k.transpose(1, 2), vt=v.transpose(1, 2))
+        nxt = rotating(make, set_bytes)
+        row = dict(B=B, L=L, H=H, D=D, S=S, dtype="fp16", flops=flops, floor_ms=floor_ms,
+                   target_ratio_vs_flash=target)
+        from torch.nn.attention import sdpa_kernel, SDPBackend
+
+        def sdpa(backend):
+            def run():
+                s = nxt()
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(s["qt"], s["kt"], s["vt"])
+            return run
+        for name, fn in (("dattn_ms", lambda: nxt()["f3"]()),
+                         ("dattn_nopos_ms", lambda: nxt()["f0"]()),
+                         ("sdpa_flash_ms", sdpa(SDPBackend.FLASH_ATTENTION)),
+                         ("sdpa_cudnn_ms", sdpa(SDPBackend.CUDNN_ATTENTION))):
+            try:
+                row[name] = bench(fn, rep=100 if quick else 300)
+            except Exception as e:  # a backend may be missing
+                row[name] = None
+                row[name + "_error"] = str(e)[:200]
+        for name in ("dattn_ms", "dattn_nopos_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
+            t = row.get(name)
+            row[name.replace("_ms", "_tflops")] = flops / (t * 1e-3) / 1e12 if t else None
+        if row.get("dattn_ms") and row.get("sdpa_flash_ms"):
+            row["ratio_vs_flash"] = row["dattn_ms"] / row["sdpa_flash_ms"]
+            row["met"] = row["ratio_vs_flash"] <= target
+        if row.get("dattn_ms") and row.get("sdpa_cudnn_ms"):
+            row["ratio_vs_cudnn"] = row["dattn_ms"] / row["sdpa_cudnn_ms"]
+        # diagnostics: position configurations that make (almost) every tile saturated
+        # (position_buckets 4, M 8: R ~ 8) or every tile a band tile (linear, S = L)
+        s = nxt()
+        fsat = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"][:, :8].contiguous(), s["pq"][:, :8].contiguous(), pb=4, M=8)
+        row["dattn_satmost_ms"] = bench(fsat, rep=100)
+        pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
+        pql = torch.randn_like(pkl)
+        fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
+        row["dattn_allband_ms"] = bench(fband, rep=100)
+        del fsat, fband, pkl, pql
+        # a padded variant: half the rows padding (right), HF rows
+        m = torch.ones(B, L, dtype=torch.uint8, device=dev)
+        m[:, L // 2:] = 0
+        fm = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"], s["pq"], mask=m)
+        row["dattn_masked_half_ms"] = bench(fm, rep=100)
+        results["op"].append(row)
+        del nxt
+        torch.cuda.empty_cache()
+
+
+def memory(lib, results):
+    B, L, H, D, S = 16, 8192, 12, 64, 256
+    dev = "cuda"
+    q = torch.randn(B, L, H, D, device=dev, dtype=torch.float16)
+    k = torch.randn_like(q)
+    v = torch.randn_like(q)
+    pk = torch.randn(H, 2 * S, D, device=dev, dtype=torch.float16)
+    pq = torch.randn_like(pk)
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    f = DattnFwd(lib, q, k, v, pk, pq)
+    f()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    out_bytes = q.numel() * 2
+    results["memory"] = dict(B=B, L=L, H=H, D=D, extra_bytes=peak, out_bytes=out_bytes,
+                             workspace_bytes=f.p.workspace_size,
+                             ratio=peak / out_bytes, target_ratio=1.25, met=peak / out_bytes <= 1.25)
+    t = bench(f, rep=50)
+    results["memory"]["time_ms"] = t
+    del f, q, k, v
+    torch.cuda.empty_cache()
+
+
+def encoder_level(results, quick):
+    """DeBERTa-v3-base-shaped encoder (random weights, eval, fp16): dattn.patch against the
+    same encoder with its attention replaced by plain SDPA (no position terms: the "SDPA
+    floor") and against transformers itself."""
+    try:
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        os.environ.setdefault("DATTN_LIBRARY", os.path.join(ROOT, "build", "libdattn.so"))
+        import dattn
+        from transformers import DebertaV2Config, DebertaV2Model
+        from transformers.models.deberta_v2 import modeling_deberta_v2 as mdv2
+    except Exception as e:
+        results["encoder"] = dict(skipped="python layer not available: %s" % str(e)[:200])
+        return
+    cfg = DebertaV2Config(vocab_size=128100, hidden_size=768, num_hidden_layers=12,
+                          num_attention_heads=12, intermediate_size=3072,
+                          max_position_embeddings=512, type_vocab_size=0,
+                          relative_attention=True, position_buckets=256,
+                          max_relative_positions=-1, norm_rel_ebd="layer_norm",
+                          share_att_key=True, pos_att_type=["p2c", "c2p"],
+                          position_biased_input=False, layer_norm_eps=1e-7)
+    model = DebertaV2Model(cfg).cuda().half().eval()
+    orig_fwd = mdv2.DisentangledSelfAttention.forward
+
+    def sdpa_forward(self, hidden_states, attention_mask, output_attentions=False,
+                     query_states=None, relative_pos=None, rel_embeddings=None):
+        B, L, _ = hidden_states.shape
+        H = self.num_attention_heads
+        q = self.query_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        k = self.key_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        v = self.value_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        # the mask is passed only when the batch has padding (decided once per batch,
+        # outside the timed region: no host sync inside the floor encoder)
+        m = attention_mask.bool() if (attention_mask is not None and floor_state["padded"]) else None
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        return (o.transpose(1, 2).reshape(B, L, -1), None)
+
+    enc = dict()
+    floor_state = dict(padded=False)
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def inputs(B, L, lens=None):
+        ids = torch.randint(0, 128100, (B, L), device="cuda", generator=g)
+        mask = torch.ones(B, L, dtype=torch.long, device="cuda")
+        if lens is not None:
+            for b, n in enumerate(lens):
+                mask[b, n:] = 0
+        return ids, mask
+
+    def timed(ids, mask, rep):
+        def run():
+            with torch.inference_mode():
+                return model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return bench(run, rep=rep)
+
+    cases = [("B16_L512", 16, 512, None, 1.3), ("B16_L8192", 16, 8192, None, 1.5)]
+    rng = torch.Generator().manual_seed(1)
+    mnli = [int(x) for x in torch.clamp(torch.randn(16, generator=rng) * 12 + 41, 8, 128)]
+    cases.append(("B16_L512_mnli", 16, 512, mnli, None))
+    for name, B, L, lens, target in cases:
+        ids, mask = inputs(B, L, lens)
+        floor_state["padded"] = lens is not None
+        row = dict(B=B, L=L, lens=lens, target_ratio_vs_floor=target)
+        rep = 200 if L <= 512 else 1500
+        try:
+            mdv2.DisentangledSelfAttention.forward = sdpa_forward
+            row["sdpa_floor_ms"] = timed(ids, mask, rep)
+        except Exception as e:
+            row["sdpa_floor_error"] = str(e)[:200]
+        finally:
+            mdv2.DisentangledSelfAttention.forward = orig_fwd
+        dattn.patch(model)
+        try:
+            row["dattn_ms"] = timed(ids, mask, rep)
+        except Exception as e:
+            row["dattn_error"] = str(e)[:200]
+        dattn.unpatch(model)
+        if L <= 512:
+            try:
+                row["transformers_ms"] = timed(ids, mask, rep)
+            except Exception as e:
+                row["transformers_error"] = str(e)[:200]
+        if row.get("dattn_ms") and row.get("sdpa_floor_ms"):
+            row["ratio_vs_floor"] = row["dattn_ms"] / row["sdpa_floor_ms"]
+        if target is None and row.get("dattn_ms"):
+            row["met"] = row["dattn_ms"] <= 3.0
+        elif row.get("ratio_vs_floor"):
+            row["met"] = row["ratio_vs_floor"] <= target
+        enc[name] = row
+        torch.cuda.empty_cache()
+    results["encoder"] = enc
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    lib = load_lib()
+    res = dict(
+        date=datetime.datetime.utcnow().isoformat() + "Z",
+        command=" ".join([os.path.basename(sys.executable)] + sys.argv),
+        card=torch.cuda.get_device_name(0),
+        capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+        torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
+        dattn=lib.dattn_build_info().decode(), op=[])
+    try:
+        res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                       capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        res["driver"] = None
+    try:
+        import triton
+        res["triton"] = triton.__version__
+    except Exception:
+        pass
+    shapes = [(32, 512, 2.0), (8, 2048, 1.5), (2, 8192, 1.3)]
+    op_level(lib, shapes, res, args.quick)
+    memory(lib, res)
+    encoder_level(res, args.quick)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    print("\n%-14s %9s %9s %9s %9s %8s %7s %8s %8s %7s" % (
+        "shape", "dattn", "nopos", "flash", "cudnn", "ratio", "target", "TFLOP/s", "floor", "masked"))
+    for r in res["op"]:
+        f2 = lambda x: "%9.3f" % x if x else "%9s" % "-"
+        print("%-14s %s %s %s %s %8.2f %7.2f %8.1f %8.3f %7.3f" % (
+            "B%d L%d" % (r["B"], r["L"]), f2(r.get("dattn_ms")), f2(r.get("dattn_nopos_ms")),
+            f2(r.get("sdpa_flash_ms")), f2(r.get("sdpa_cudnn_ms")), r.get("ratio_vs_flash", float("nan")),
+            r["target_ratio_vs_flash"], r.get("dattn_tflops") or 0, r["floor_ms"],
+            r.get("dattn_masked_half_ms") or 0))
+    m = res["memory"]
+    print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
+        m["extra_bytes"] / 1e6, m["out_bytes"] / 1e6, m["ratio"], m["time_ms"]))
+    print("%-14s %9s %9s %9s %8s %7s" % ("shape", "diag:sat", "allband", "", "", ""))
+    for r in res["op"]:
+        print("%-14s %9.3f %9.3f" % ("B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
+                                      r.get("dattn_allband_ms") or 0))
+    enc = res["encoder"]
+    if "skipped" in enc:
+        print("encoder:", enc["skipped"])
+    else:
+        print("%-16s %10s %10s %12s %7s %7s" % ("encoder", "dattn", "floor", "transformers", "ratio", "target"))
+        for k, r in enc.items():
+            f2 = lambda x: "%10.2f" % x if x else "%10s" % "-"
+            print("%-16s %s %s %12s %7.2f %7s" % (k, f2(r.get("dattn_ms")), f2(r.get("sdpa_floor_ms")),
+                                                 ("%.2f" % r["transformers_ms"]) if r.get("transformers_ms") else "-",
+                                                 r.get("ratio_vs_floor") or float("nan"),
+                                                 r["target_ratio_vs_floor"] or "<=3ms"))
+
+
+if __name__ == "__main__":
+    main()

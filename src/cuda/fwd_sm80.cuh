@@ -1,0 +1,592 @@
+/* dattn forward, tensor-core kernel for sm_80 and newer (fp16 / bf16, fp32 accumulate).
+ *
+ * FlashAttention-2 structure: a CTA owns BM = 16*MS*NW query rows of one (sequence, head)
+ * and walks the key tiles of BN keys; each warp owns MS strips of 16 rows (every K / V
+ * fragment loaded by ldmatrix feeds MS MMAs). Q fragments stay in registers; K and V
+ * tiles arrive through cp.async into XOR-swizzled single buffers, FA2's pipeline: the V
+ * load of tile n overlaps Q*K^T and the softmax of tile n, the K-side load of tile n+1
+ * overlaps P*V of tile n. Scores, the online softmax (exp2 with log2(e)/scale folded into
+ * one FFMA) and P*V stay in registers (the fp32 score fragment becomes the A operand).
+ *
+ * The position terms. Every (query tile, key tile) pair is classified once (uniform over
+ * the CTA) by its range of r = i - j:
+ *   PLAIN  no position term is on;
+ *   SATP / SATN  every r of the tile is >= R (<= -R): the slot is the constant
+ *          sat_pos (sat_neg), so c2p is a per-row constant (computed once per CTA, added
+ *          into the exp2 FFMA's addend, no per-element work) and p2c a per-column
+ *          constant (k_j . pq[sat], a prologue kernel writes it to the workspace; it is
+ *          the C input of the first Q*K^T MMA, again no per-element work);
+ *   BAND   otherwise. The CTA's r window has BM + BN - 1 values; the slots of those r
+ *          form a contiguous, monotone range. The pk / pq rows of that range live in a
+ *          shared-memory ring of RC = BM + BN rows indexed by slot % RC: consecutive
+ *          band tiles move the window down by BN slots, so a tile loads only the new rows
+ *          (with the K tile, once the previous tile's window is dead). A per-tile table T[u] gives the swizzled ring
+ *          address of window position u, so ldmatrix gathers pk/pq rows for any slot map
+ *          (linear or log zone) with one LDS + one LOP per 8 rows.
+ *          c2p: each warp computes G = Q_w (16 x D) . pk[window of BN + 16]^T with MMA
+ *          and reads it back skewed through a per-warp scratch: c2p(i, j) =
+ *          G[i][i - j + BN - 1]; the result is the C input of the first Q*K^T MMA.
+ *          p2c: the CTA computes, per 16-key sub-block, K_sub (16 x D) . pq[window of
+ *          BM + 16]^T (split across warps) and stores it skewed into a shared [BM][BN]
+ *          fp32 tile that each warp reads back in its score layout.
+ *          Cost per band tile: (BN + 16)/BN and (BM + 16)/BM times the Q*K^T MMA work,
+ *          instead of 2x for full rectangles; no [B, H, L, 2S] tables in device memory.
+ * Key tiles before the first / after the last valid key of a sequence are skipped; a CTA
+ * whose rows are all padding runs no tile. Padded query rows (mask 0) are written from
+ * the workspace mean of V (HF) or zero.
+ */
+#ifndef DATTN_CUDA_FWD_SM80_CUH
+#define DATTN_CUDA_FWD_SM80_CUH
+
+#include "common.cuh"
+
+#define DATTN_ALIGN128(x) (((x) + 127) / 128 * 128)
+
+/* Tile geometry of one kernel configuration (host and device). */
+template <int D, int NW, int MS, int BN>
+struct fwd_geom {
+    static constexpr int BM = 16 * MS * NW;  /* query rows per CTA */
+    static constexpr int WR = 16 * MS;       /* query rows per warp */
+    static constexpr int NTHR = 32 * NW;
+    static constexpr int RB = 2 * D;         /* bytes per row of a tile */
+    static constexpr int CPR = D / 8;        /* 16-byte chunks per row */
+    static constexpr int KS = D / 16;        /* k-steps over D */
+    static constexpr int NB = BN / 8;        /* n8 blocks of a score row */
+    static constexpr int DB = D / 8;         /* n8 blocks of an output row */
+    static constexpr int NG = BN + 16;       /* c2p window per strip */
+    static constexpr int PC = NG + 8;        /* c2p scratch pitch (floats) */
+    static constexpr int PP = BN + 8;        /* p2c tile pitch (floats) */
+    static constexpr int NWIN = BM + BN - 1; /* r values of a tile */
+    static constexpr int NT = BM + BN;       /* window table entries */
+    static constexpr int RC = BM + BN;       /* ring rows */
+    static constexpr int NSB = BN / 16;      /* 16-key sub-blocks of a key tile */
+    static constexpr int PARTS = NW / NSB;   /* warps per sub-block (p2c) */
+    static constexpr int NBH = (BM + 16) / 8; /* p2c window n8 blocks per sub-block */
+    static constexpr int NBP = (NBH + PARTS - 1) / PARTS;
+    /* c2p scratch inside the warp's own rows of the p2c tile when it fits there */
+    static constexpr int SC_ALIAS = MS * PP >= PC;
+    static constexpr int A_BYTES = BM * RB > BM * PP * 4 ? BM * RB : BM * PP * 4;
+    static constexpr int OFF_A = 0; /* Q tile, then p2c tile (+ c2p scratch), then output */
+    static constexpr int OFF_SC = DATTN_ALIGN128(A_BYTES);
+    static constexpr int OFF_K = OFF_SC + (SC_ALIAS ? 0 : DATTN_ALIGN128(NW * 16 * PC * 4));
+    static constexpr int OFF_V = OFF_K + BN * RB;
+    static constexpr int OFF_T = OFF_V + BN * RB;
+    static constexpr int OFF_PS = OFF_T + DATTN_ALIGN128(NT * 4);
+    static constexpr int OFF_RK = OFF_PS + DATTN_ALIGN128(BN * 4);
+    static constexpr int OFF_RQ = OFF_RK + RC * RB;
+    static constexpr int OFF_CS = OFF_RQ + RC * RB; /* saturated c2p row constants [2][BM] */
+    static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
+    static constexpr int SMEM = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
+    static_assert(D == 32 || D == 64 || D == 128, "head dim");
+    static_assert(BN % 16 == 0 && BN <= 64, "key tile");
+    static_assert(MS == 1 || MS == 2, "strips per warp");
+    static_assert(NW % NSB == 0 && PARTS >= 1, "p2c work split");
+    static_assert(PC % 16 == 8 && PP % 16 == 8, "skew buffer pitch (bank conflicts)");
+    static_assert(CPR % 4 == 0, "ldmatrix.x4 over four chunks");
+    static_assert((BN * RB) % 128 == 0 && (RC * RB) % 128 == 0, "alignment");
+};
+
+enum { DATTN_CLS_PLAIN = 0, DATTN_CLS_SATP = 1, DATTN_CLS_SATN = 2, DATTN_CLS_BAND = 3 };
+
+/* XOR swizzle of 16-byte chunks: the 8 rows an ldmatrix reads hit 8 distinct bank groups. */
+template <int D>
+DATTN_DEV int swz_key(int row)
+{
+    return D >= 64 ? (row & 7) : ((row >> 1) & 3);
+}
+
+template <int D>
+DATTN_DEV uint32_t swz(int row, int ch)
+{
+    return (uint32_t)(row * (2 * D) + ((ch ^ swz_key<D>(row)) << 4));
+}
+
+DATTN_DEV float neg_inf(void) { return __int_as_float(0xff800000); }
+
+/* Per-CTA constants shared by the loader and the compute step. */
+typedef struct fwd_cta {
+    const uint16_t *kb, *vb, *pkh, *pqh;
+    const uint8_t *mrow;
+    const float *kpsb; /* kps plane pair of this (b, h), indexed by key position */
+    const uint16_t *stab;
+    char *smem;
+    int m0, len, use_pos;
+} fwd_cta;
+
+template <int D, int NW, int MS, int BN>
+DATTN_DEV int tile_class(const dattn_fwd_args &a, const fwd_cta &t, int n0)
+{
+    typedef fwd_geom<D, NW, MS, BN> G;
+    if (!t.use_pos) return DATTN_CLS_PLAIN;
+    const int rlo = t.m0 - n0 - BN + 1, rhi = t.m0 - n0 + G::BM - 1;
+    if (rlo >= a.R) return DATTN_CLS_SATP;
+    if (rhi <= -a.R) return DATTN_CLS_SATN;
+    return DATTN_CLS_BAND;
+}
+
+/* V tile n. */
+template <int D, int NW, int MS, int BN>
+DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
+{
+    typedef fwd_geom<D, NW, MS, BN> G;
+    const int n0 = n * BN;
+    const uint32_t sV = smem_u32(t.smem + G::OFF_V);
+#pragma unroll
+    for (int it = 0; it < (BN * G::CPR + G::NTHR - 1) / G::NTHR; it++) {
+        const int idx = threadIdx.x + it * G::NTHR;
+        if (idx < BN * G::CPR) {
+            const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
+            const int ok = j < t.len;
+            cp_async16(sV + swz<D>(row, ch), t.vb + (int64_t)(ok ? j : 0) * a.v_sl + ch * 8, ok ? 16 : 0);
+        }
+    }
+}
+
+/* The K side of key tile n: K, the window table and new ring rows (band) or the
+ * saturated p2c constants, and (registers) its mask bytes. */
+template <int D, int NW, int MS, int BN>
+DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
+                          int &ring_ok, int &mk0, int &mk1)
+{
+    typedef fwd_geom<D, NW, MS, BN> G;
+    const int tid = threadIdx.x, lane = tid & 31;
+    const int n0 = n * BN;
+    const uint32_t sK = smem_u32(t.smem + G::OFF_K);
+#pragma unroll
+    for (int it = 0; it < (BN * G::CPR + G::NTHR - 1) / G::NTHR; it++) {
+        const int idx = tid + it * G::NTHR;
+        if (idx < BN * G::CPR) {
+            const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
+            const int ok = j < t.len;
+            cp_async16(sK + swz<D>(row, ch), t.kb + (int64_t)(ok ? j : 0) * a.k_sl + ch * 8, ok ? 16 : 0);
+        }
+    }
+    if (t.mrow) {
+        const int j0 = n0 + lane, j1 = n0 + 32 + lane;
+        mk0 = (lane < BN && j0 < t.len) ? t.mrow[(int64_t)j0 * a.m_sl] : 0;
+        mk1 = (BN > 32 && j1 < t.len) ? t.mrow[(int64_t)j1 * a.m_sl] : 0;
+    }
+    const int cls = tile_class<D, NW, MS, BN>(a, t, n0);
+    if (cls == DATTN_CLS_BAND) {
+        int *sT = (int *)(t.smem + G::OFF_T);
+        const int rlo = t.m0 - n0 - BN + 1;
+        for (int u = tid; u < G::NT; u += G::NTHR) {
+            const int uu = u < G::NWIN ? u : G::NWIN - 1;
+            const int row = dev_slot(a, t.stab, rlo + uu) % G::RC;
+            sT[u] = row * G::RB + (swz_key<D>(row) << 4);
+        }
+        const int slo = dev_slot(a, t.stab, rlo), shi = dev_slot(a, t.stab, rlo + G::NWIN - 1);
+        const int top = ring_ok ? min(shi, ring_lo - 1) : shi;
+        const int nrows = top - slo + 1;
+        const uint32_t rk = smem_u32(t.smem + G::OFF_RK), rq = smem_u32(t.smem + G::OFF_RQ);
+        for (int idx = tid; idx < nrows * G::CPR; idx += G::NTHR) {
+            const int s = slo + idx / G::CPR, ch = idx % G::CPR;
+            const uint32_t off = swz<D>(s % G::RC, ch);
+            if (a.c2p) cp_async16(rk + off, t.pkh + (int64_t)s * a.pk_ss + ch * 8, 16);
+            if (a.p2c) cp_async16(rq + off, t.pqh + (int64_t)s * a.pq_ss + ch * 8, 16);
+        }
+        ring_lo = slo;
+        ring_ok = 1;
+    } else {
+        ring_ok = 0;
+        if (cls != DATTN_CLS_PLAIN && a.p2c) {
+            const float *src = t.kpsb + (cls == DATTN_CLS_SATN ? a.kps_ld : 0) + n0;
+            const uint32_t sps = smem_u32(t.smem + G::OFF_PS);
+            for (int j = tid; j < BN; j += G::NTHR) {
+                const int ok = n0 + j < t.len;
+                cp_async4(sps + j * 4, src + (ok ? j : 0), ok ? 4 : 0);
+            }
+        }
+    }
+}
+
+template <int D, int NW, int MS, int BN, int BF>
+DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
+{
+    typedef fwd_geom<D, NW, MS, BN> G;
+    extern __shared__ __align__(128) char smem[];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * G::BM;
+    int tok0, len;
+    dev_seq(a, b, tok0, len);
+    if (m0 >= len) return;
+
+    fwd_cta t;
+    t.kb = (const uint16_t *)a.k + (int64_t)b * a.k_sb + (int64_t)tok0 * a.k_sl + (int64_t)h * a.k_sh;
+    t.vb = (const uint16_t *)a.v + (int64_t)b * a.v_sb + (int64_t)tok0 * a.v_sl + (int64_t)h * a.v_sh;
+    t.pkh = a.c2p ? (const uint16_t *)a.pk + (int64_t)h * a.pk_sh : (const uint16_t *)0;
+    t.pqh = a.p2c ? (const uint16_t *)a.pq + (int64_t)h * a.pq_sh : (const uint16_t *)0;
+    t.mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
+    t.kpsb = a.kps ? (a.packed ? a.kps + (int64_t)h * 2 * a.kps_ld + tok0
+                               : a.kps + ((int64_t)b * a.H + h) * 2 * a.kps_ld)
+                   : (const float *)0;
+    uint16_t *stab = (uint16_t *)(smem + G::OFF_TAB);
+    t.stab = stab;
+    t.smem = smem;
+    t.m0 = m0;
+    t.len = len;
+    t.use_pos = a.c2p | a.p2c;
+    const uint16_t *qb =
+        (const uint16_t *)a.q + (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
+
+    if (t.use_pos)
+        for (int i = tid; i < 2 * a.nlog; i += G::NTHR) stab[i] = a.tab[i];
+    int myvalid = 0;
+    for (int r = tid; r < G::BM; r += G::NTHR) {
+        const int i = m0 + r;
+        myvalid |= i < len && (!t.mrow || t.mrow[(int64_t)i * a.m_sl] != 0);
+    }
+    const int anyv = __syncthreads_or(myvalid); /* also publishes stab */
+
+    int kv_lo = 0, kv_hi = len;
+    if (a.kvr) {
+        kv_lo = a.kvr[2 * b];
+        kv_hi = a.kvr[2 * b + 1];
+    }
+    const int n_begin = kv_lo / BN;
+    const int n_end = (anyv && kv_hi > kv_lo) ? (kv_hi + BN - 1) / BN : n_begin;
+
+    /* Q tile and the K side of the first key tile. */
+    const uint32_t sA = smem_u32(smem + G::OFF_A);
+#pragma unroll
+    for (int it = 0; it < (G::BM * G::CPR + G::NTHR - 1) / G::NTHR; it++) {
+        const int idx = tid + it * G::NTHR;
+        if (idx < G::BM * G::CPR) {
+            const int row = idx / G::CPR, ch = idx % G::CPR, i = m0 + row;
+            const int ok = i < len;
+            cp_async16(sA + swz<D>(row, ch), qb + (int64_t)(ok ? i : 0) * a.q_sl + ch * 8, ok ? 16 : 0);
+        }
+    }
+    int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0;
+    if (n_begin < n_end) fwd_load_k<D, NW, MS, BN>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    const int wr0 = G::WR * w; /* first row of this warp in the tile */
+    uint32_t qf[MS][G::KS][4];
+#pragma unroll
+    for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+        for (int ks = 0; ks < G::KS; ks++)
+            ldsm_x4(qf[ms][ks], sA + swz<D>(wr0 + 16 * ms + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                            2 * ks + (lane >> 4)));
+
+    /* c2p of saturated tiles: q_i . pk[sat_pos / sat_neg] for the warp's rows, kept in
+     * shared memory (registers are the scarce resource) */
+    float *scs = (float *)(smem + G::OFF_CS);
+    if (a.c2p) {
+        const int rr = lane & 15, half = lane >> 4;
+        const uint16_t *pp = t.pkh + (int64_t)a.sat_pos * a.pk_ss, *pn = t.pkh + (int64_t)a.sat_neg * a.pk_ss;
+#pragma unroll
+        for (int ms = 0; ms < MS; ms++) {
+            float sp = 0.f, sn = 0.f;
+            for (int d = half * (D / 2); d < (half + 1) * (D / 2); d++) {
+                const uint16_t qv = *(const uint16_t *)(smem + G::OFF_A + swz<D>(wr0 + 16 * ms + rr, d >> 3) + (d & 7) * 2);
+                const float qx = h2f<BF>(qv);
+                sp = fmaf(qx, h2f<BF>(pp[d]), sp);
+                sn = fmaf(qx, h2f<BF>(pn[d]), sn);
+            }
+            sp += __shfl_xor_sync(0xffffffffu, sp, 16);
+            sn += __shfl_xor_sync(0xffffffffu, sn, 16);
+            if (!half) {
+                scs[wr0 + 16 * ms + rr] = sp * a.sl2;
+                scs[G::BM + wr0 + 16 * ms + rr] = sn * a.sl2;
+            }
+        }
+        __syncwarp();
+    }
+
+    float o[MS][G::DB][4];
+#pragma unroll
+    for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+        for (int db = 0; db < G::DB; db++) o[ms][db][0] = o[ms][db][1] = o[ms][db][2] = o[ms][db][3] = 0.f;
+    float mrun[MS][2], lrun[MS][2];
+#pragma unroll
+    for (int ms = 0; ms < MS; ms++) {
+        mrun[ms][0] = mrun[ms][1] = neg_inf();
+        lrun[ms][0] = lrun[ms][1] = 0.f;
+    }
+    const float sl2 = a.sl2;
+    const uint32_t rk = smem_u32(smem + G::OFF_RK), rq = smem_u32(smem + G::OFF_RQ);
+    const uint32_t sK = smem_u32(smem + G::OFF_K), sV = smem_u32(smem + G::OFF_V);
+    const int *sT = (const int *)(smem + G::OFF_T);
+    const float *sps = (const float *)(smem + G::OFF_PS);
+    float *spb = (float *)(smem + G::OFF_A);
+    float *scw = G::SC_ALIAS ? spb + wr0 * G::PP : (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
+
+    for (int n = n_begin; n < n_end; n++) {
+        const int mk0 = mk0n, mk1 = mk1n;
+        /* K side of tile n landed; every warp is done with tile n-1 (V buffer free) */
+        cp_async_wait_all();
+        __syncthreads();
+        fwd_load_v<D, NW, MS, BN>(a, t, n);
+        cp_async_commit();
+        const int n0 = n * BN;
+        const int cls = tile_class<D, NW, MS, BN>(a, t, n0);
+
+        float s[MS][G::NB][4];
+        if (cls == DATTN_CLS_BAND && a.c2p) {
+            /* per strip: G = Q_strip . pk[window]^T, skewed read c2p(i, j) = G[i][i - j + BN - 1] */
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) {
+                if (ms) __syncwarp(); /* strip 0's reads of the scratch are done */
+#pragma unroll
+                for (int gh = 0; gh < 2; gh++) { /* two halves: fewer live registers */
+                    float ga[G::NG / 16][4];
+#pragma unroll
+                    for (int gl = 0; gl < G::NG / 16; gl++) {
+                        const int gb = gh * (G::NG / 16) + gl;
+                        ga[gl][0] = ga[gl][1] = ga[gl][2] = ga[gl][3] = 0.f;
+                        const uint32_t tu = (uint32_t)sT[wr0 + 16 * ms + 8 * gb + (lane & 7)];
+#pragma unroll
+                        for (int kc = 0; kc < G::CPR; kc += 4) {
+                            uint32_t r[4];
+                            ldsm_x4(r, rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+                            mma16816_acc<BF>(ga[gl], qf[ms][kc / 2], r[0], r[1]);
+                            mma16816_acc<BF>(ga[gl], qf[ms][kc / 2 + 1], r[2], r[3]);
+                        }
+                    }
+#pragma unroll
+                    for (int gl = 0; gl < G::NG / 16; gl++) {
+                        const int gb = gh * (G::NG / 16) + gl;
+                        *(float2 *)(scw + g * G::PC + 8 * gb + 2 * c) = make_float2(ga[gl][0], ga[gl][1]);
+                        *(float2 *)(scw + (g + 8) * G::PC + 8 * gb + 2 * c) = make_float2(ga[gl][2], ga[gl][3]);
+                    }
+                }
+                __syncwarp();
+                const float *rd = scw + g * G::PC + g - 2 * c + BN - 1;
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    s[ms][nb][0] = rd[-8 * nb];
+                    s[ms][nb][1] = rd[-8 * nb - 1];
+                    s[ms][nb][2] = rd[8 * G::PC + 8 - 8 * nb];
+                    s[ms][nb][3] = rd[8 * G::PC + 7 - 8 * nb];
+                }
+            }
+        } else if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+            /* saturated: p2c is k_j . pq[sat], a per-column constant */
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                const float2 x = *(const float2 *)(sps + 8 * nb + 2 * c);
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) {
+                    s[ms][nb][0] = x.x;
+                    s[ms][nb][1] = x.y;
+                    s[ms][nb][2] = x.x;
+                    s[ms][nb][3] = x.y;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) s[ms][nb][0] = s[ms][nb][1] = s[ms][nb][2] = s[ms][nb][3] = 0.f;
+        }
+
+        if (cls == DATTN_CLS_BAND && a.p2c) {
+            /* the c2p scratch may live in the p2c tile: every warp must be done with it */
+            if (G::SC_ALIAS && a.c2p) __syncthreads();
+            /* H_sb = K_sub . pq[window]^T, stored skewed: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
+            const int sb = w / G::PARTS, part = w % G::PARTS;
+            uint32_t ka[G::KS][4];
+#pragma unroll
+            for (int ks = 0; ks < G::KS; ks++)
+                ldsm_x4(ka[ks], sK + swz<D>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
+            const int u0 = BN - 16 * (sb + 1);
+#pragma unroll 1
+            for (int hl = 0; hl < G::NBP; hl++) {
+                const int hb = part * G::NBP + hl;
+                if (hb < G::NBH) {
+                    float ha[4] = {0.f, 0.f, 0.f, 0.f};
+                    const uint32_t tu = (uint32_t)sT[u0 + 8 * hb + (lane & 7)];
+#pragma unroll
+                    for (int kc = 0; kc < G::CPR; kc += 4) {
+                        uint32_t r[4];
+                        ldsm_x4(r, rq + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+                        mma16816_acc<BF>(ha, ka[kc / 2], r[0], r[1]);
+                        mma16816_acc<BF>(ha, ka[kc / 2 + 1], r[2], r[3]);
+                    }
+                    const int ii = 8 * hb + 2 * c + g - 15, jj = 16 * sb + g;
+                    if ((unsigned)ii < (unsigned)G::BM) spb[ii * G::PP + jj] = ha[0];
+                    if ((unsigned)(ii + 1) < (unsigned)G::BM) spb[(ii + 1) * G::PP + jj] = ha[1];
+                    if ((unsigned)(ii + 8) < (unsigned)G::BM) spb[(ii + 8) * G::PP + jj + 8] = ha[2];
+                    if ((unsigned)(ii + 9) < (unsigned)G::BM) spb[(ii + 9) * G::PP + jj + 8] = ha[3];
+                }
+            }
+        }
+
+        /* S += Q K^T: each K fragment feeds MS strips */
+#pragma unroll
+        for (int kc = 0; kc < G::CPR; kc += 4) {
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                uint32_t r[4];
+                ldsm_x4(r, sK + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) {
+                    mma16816_acc<BF>(s[ms][nb], qf[ms][kc / 2], r[0], r[1]);
+                    mma16816_acc<BF>(s[ms][nb], qf[ms][kc / 2 + 1], r[2], r[3]);
+                }
+            }
+        }
+
+        if (cls == DATTN_CLS_BAND && a.p2c) {
+            __syncthreads();
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) {
+                const float *rp = spb + (wr0 + 16 * ms + g) * G::PP + 2 * c;
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    const float2 x = *(const float2 *)(rp + 8 * nb);
+                    const float2 y = *(const float2 *)(rp + 8 * G::PP + 8 * nb);
+                    s[ms][nb][0] += x.x;
+                    s[ms][nb][1] += x.y;
+                    s[ms][nb][2] += y.x;
+                    s[ms][nb][3] += y.y;
+                }
+            }
+        }
+
+        /* key validity: padding mask and the end of the sequence */
+        uint64_t vbits;
+        if (t.mrow) {
+            const uint32_t lo = __ballot_sync(0xffffffffu, mk0 != 0);
+            const uint32_t hi = __ballot_sync(0xffffffffu, mk1 != 0);
+            vbits = (uint64_t)lo | ((uint64_t)hi << 32);
+        } else {
+            const int lim = len - n0;
+            vbits = lim >= 64 ? ~0ull : ((1ull << lim) - 1ull);
+        }
+        const uint64_t full_mask = ~0ull >> (64 - BN);
+        if ((vbits & full_mask) != full_mask) {
+            const uint64_t vs = vbits >> (2 * c);
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (!((vs >> (8 * nb + (e & 1))) & 1ull)) {
+#pragma unroll
+                        for (int ms = 0; ms < MS; ms++) s[ms][nb][e] = neg_inf();
+                    }
+        }
+
+        /* online softmax (log2 domain) */
+#pragma unroll
+        for (int ms = 0; ms < MS; ms++) {
+            float radd[2] = {0.f, 0.f};
+            if (a.c2p && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN)) {
+                const float *cs = scs + (cls == DATTN_CLS_SATN ? G::BM : 0) + wr0 + 16 * ms + g;
+                radd[0] = cs[0];
+                radd[1] = cs[8];
+            }
+            float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                mx[0] = fmaxf(mx[0], fmaxf(s[ms][nb][0], s[ms][nb][1]));
+                mx[1] = fmaxf(mx[1], fmaxf(s[ms][nb][2], s[ms][nb][3]));
+            }
+            float bias[2], alpha[2];
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float mnew = fmaxf(mrun[ms][r], fmaf(mx[r], sl2, radd[r]));
+                const float muse = mnew == neg_inf() ? 0.f : mnew;
+                alpha[r] = ex2f(mrun[ms][r] - muse);
+                mrun[ms][r] = mnew;
+                bias[r] = radd[r] - muse;
+                lrun[ms][r] *= alpha[r];
+            }
+            /* the running max rarely moves after the first tiles: skip the rescale then */
+            if (!__all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) {
+#pragma unroll
+                for (int db = 0; db < G::DB; db++) {
+                    o[ms][db][0] *= alpha[0];
+                    o[ms][db][1] *= alpha[0];
+                    o[ms][db][2] *= alpha[1];
+                    o[ms][db][3] *= alpha[1];
+                }
+            }
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    s[ms][nb][e] = ex2f(fmaf(s[ms][nb][e], sl2, bias[e >> 1]));
+                    lrun[ms][e >> 1] += s[ms][nb][e];
+                }
+            }
+        }
+
+        /* V landed; every warp is done with K, the window table and the ring */
+        cp_async_wait_all();
+        __syncthreads();
+        if (n + 1 < n_end) {
+            fwd_load_k<D, NW, MS, BN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n);
+            cp_async_commit();
+        }
+
+        /* O += P V: each V fragment feeds MS strips */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            uint32_t pa[MS][4];
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) {
+                pa[ms][0] = pack2<BF>(s[ms][2 * kk][0], s[ms][2 * kk][1]);
+                pa[ms][1] = pack2<BF>(s[ms][2 * kk][2], s[ms][2 * kk][3]);
+                pa[ms][2] = pack2<BF>(s[ms][2 * kk + 1][0], s[ms][2 * kk + 1][1]);
+                pa[ms][3] = pack2<BF>(s[ms][2 * kk + 1][2], s[ms][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < G::DB; dp += 2) {
+                uint32_t r[4];
+                ldsm_x4_trans(r, sV + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dp + (lane >> 4)));
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) {
+                    mma16816_acc<BF>(o[ms][dp], pa[ms], r[0], r[1]);
+                    mma16816_acc<BF>(o[ms][dp + 1], pa[ms], r[2], r[3]);
+                }
+            }
+        }
+    }
+
+    /* epilogue: normalize, padded rows, stage through shared memory, 16-byte stores */
+    const float *vm = (a.hf && a.vmean) ? a.vmean + ((int64_t)b * a.H + h) * D : (const float *)0;
+    __syncthreads(); /* every warp is done with the p2c tile (it becomes the staging area) */
+#pragma unroll
+    for (int ms = 0; ms < MS; ms++) {
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            lrun[ms][r] += __shfl_xor_sync(0xffffffffu, lrun[ms][r], 1);
+            lrun[ms][r] += __shfl_xor_sync(0xffffffffu, lrun[ms][r], 2);
+            const int row = wr0 + 16 * ms + g + 8 * r, i = m0 + row;
+            const int pad = i < len && t.mrow && t.mrow[(int64_t)i * a.m_sl] == 0;
+            const float inv = lrun[ms][r] > 0.f ? 1.f / lrun[ms][r] : 0.f;
+#pragma unroll
+            for (int db = 0; db < G::DB; db++) {
+                float x0 = o[ms][db][2 * r] * inv, x1 = o[ms][db][2 * r + 1] * inv;
+                if (pad) {
+                    x0 = vm ? vm[8 * db + 2 * c] : 0.f;
+                    x1 = vm ? vm[8 * db + 2 * c + 1] : 0.f;
+                }
+                *(uint32_t *)(smem + G::OFF_A + swz<D>(row, db) + 4 * c) = pack2<BF>(x0, x1);
+            }
+            if (a.lse && c == 0 && i < len)
+                a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + i) * a.l_sl] =
+                    pad ? (a.hf ? a.logL : neg_inf()) : (mrun[ms][r] + lg2f(lrun[ms][r])) * 0.69314718055994531f;
+        }
+    }
+    __syncwarp();
+    uint16_t *ob = (uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)tok0 * a.o_sl + (int64_t)h * a.o_sh;
+#pragma unroll
+    for (int it = 0; it < G::WR * G::CPR / 32; it++) {
+        const int idx = lane + 32 * it, row = idx / G::CPR, ch = idx % G::CPR;
+        const int i = m0 + wr0 + row;
+        if (i < len)
+            *(uint4 *)(ob + (int64_t)i * a.o_sl + ch * 8) =
+                *(const uint4 *)(smem + G::OFF_A + swz<D>(wr0 + row, ch));
+    }
+}
+
+#endif

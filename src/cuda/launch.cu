@@ -1,0 +1,432 @@
+/* CUDA backend entry points (the dattn_cuda_* functions of internal.h): device checks,
+ * workspace layout, the kernel argument block, kernel choice and launches. C-style host
+ * code; it never allocates device memory, never synchronizes and never prints.
+ *
+ * Kernel choice for a forward call:
+ *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows -> tensor-core kernel
+ *       (fwd_sm80.cuh): the large configuration on sm_90, the 99 KB one elsewhere;
+ *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
+ *       -> the simple kernel (fwd_simple.cu).
+ * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests). */
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "../internal.h"
+}
+#include "common.cuh"
+
+#define X(D, DT, NW, MS, BN, BIG)                                                              \
+    extern "C" cudaError_t dattn_launch_fwd_sm80_d##D##_##DT##_w##NW##s##MS##n##BN(             \
+        const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream);     \
+    extern "C" int dattn_smem_fwd_sm80_d##D##_##DT##_w##NW##s##MS##n##BN(void);
+#include "instances.def"
+#undef X
+
+extern "C" size_t dattn_simple_smem(int D);
+extern "C" int dattn_simple_rows(void);
+extern "C" cudaError_t dattn_launch_fwd_simple(const dattn_fwd_args *a, int dtype, int grid_x,
+                                               int grid_y, int grid_z, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype, int32_t *kvr,
+                                             float *vmean, float *kps, cudaStream_t stream);
+
+#define STR2(...) #__VA_ARGS__
+#define STR(...) STR2(__VA_ARGS__)
+
+extern "C" int dattn_cuda_built(void) { return 1; }
+
+extern "C" const char *dattn_cuda_archs(void)
+{
+#ifdef __CUDA_ARCH_LIST__
+    return "compute capabilities " STR(__CUDA_ARCH_LIST__);
+#else
+    return "sm_80+";
+#endif
+}
+
+/* ------------------------------------------------------------------ device facts */
+
+typedef struct dev_info {
+    int ok; /* 1 filled */
+    int major, minor, smem_optin;
+} dev_info;
+
+#define DEV_MAX 64
+static dev_info g_dev[DEV_MAX];
+
+static dattn_status cuda_fail(cudaError_t e, const char *what)
+{
+    return dattn_set_error(DATTN_CUDA_ERROR, "%s: %s (%s)", what, cudaGetErrorName(e),
+                           cudaGetErrorString(e));
+}
+
+static dattn_status get_dev(int dev, dev_info *out)
+{
+    if (dev >= 0 && dev < DEV_MAX && g_dev[dev].ok) {
+        *out = g_dev[dev];
+        return DATTN_OK;
+    }
+    dev_info d;
+    cudaError_t e;
+    if ((e = cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        return cuda_fail(e, "cudaDeviceGetAttribute");
+    d.ok = 1;
+    if (dev >= 0 && dev < DEV_MAX) g_dev[dev] = d; /* benign race: same values */
+    *out = d;
+    return DATTN_OK;
+}
+
+static dattn_status check_cc(int dev, const dev_info *d)
+{
+    if (d->major < 8)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "CUDA device %d has compute capability %d.%d; the dattn CUDA "
+                               "kernels need 8.0 or newer (Ampere+)",
+                               dev, d->major, d->minor);
+    return DATTN_OK;
+}
+
+extern "C" dattn_status dattn_cuda_device_supported(int32_t device_index)
+{
+    int n = 0, dev = device_index;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return dattn_set_error(DATTN_UNSUPPORTED, "no usable CUDA device (%s)",
+                               e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    }
+    if (dev < 0 && (e = cudaGetDevice(&dev)) != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    if (dev >= n)
+        return dattn_set_error(DATTN_UNSUPPORTED, "device_index %d: only %d CUDA device(s)", dev, n);
+    dev_info d;
+    dattn_status st = get_dev(dev, &d);
+    if (st != DATTN_OK) return st;
+    return check_cc(dev, &d);
+}
+
+/* ------------------------------------------------------------------ slot table */
+
+typedef struct slot_cache {
+    int valid;
+    int32_t pb, M;
+    int64_t rmax;
+    int32_t S, lin, R, sat_pos, sat_neg, nlog;
+    dattn_status st;
+    uint16_t tab[DATTN_CUDA_TAB_MAX];
+} slot_cache;
+
+static __thread slot_cache g_slots;
+
+/* The compact table of this call's position configuration (cached per thread). */
+static dattn_status get_slots(const dattn_call *c, const slot_cache **out)
+{
+    const dattn_params *p = c->p;
+    const int64_t rmax = c->max_len > 0 ? c->max_len - 1 : 0;
+    slot_cache *sc = &g_slots;
+    if (!(sc->valid && sc->pb == p->position_buckets && sc->M == p->max_relative_positions &&
+          sc->rmax == rmax)) {
+        dattn_slotmap m;
+        sc->valid = 0;
+        dattn_status st = dattn_slotmap_build(&m, p->position_buckets, p->max_relative_positions, rmax);
+        if (st != DATTN_OK) return st;
+        sc->pb = p->position_buckets;
+        sc->M = p->max_relative_positions;
+        sc->rmax = rmax;
+        sc->S = m.S;
+        sc->lin = m.lin;
+        sc->R = m.R;
+        sc->sat_pos = m.sat_pos;
+        sc->sat_neg = m.sat_neg;
+        sc->nlog = m.R - m.lin - 1 > 0 ? m.R - m.lin - 1 : 0;
+        sc->st = DATTN_OK;
+        if (2 * (int64_t)m.S - 1 > 65535) {
+            sc->st = DATTN_UNSUPPORTED;
+        } else if (2 * (int64_t)sc->nlog > DATTN_CUDA_TAB_MAX) {
+            sc->st = DATTN_UNSUPPORTED;
+        } else {
+            for (int k = 0; k < sc->nlog; k++) {
+                sc->tab[k] = (uint16_t)dattn_slotmap_get(&m, m.lin + 1 + k);
+                sc->tab[sc->nlog + k] = (uint16_t)dattn_slotmap_get(&m, -(m.lin + 1 + k));
+            }
+        }
+        dattn_slotmap_free(&m);
+        sc->valid = 1;
+    }
+    if (sc->st != DATTN_OK)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "position_buckets=%d, max_relative_positions=%d: the slot map "
+                               "(att span %d, %d log-zone entries) exceeds what the CUDA kernels "
+                               "carry (2S <= 65536, <= %d entries)",
+                               sc->pb, sc->M, sc->S, 2 * sc->nlog, DATTN_CUDA_TAB_MAX);
+    *out = sc;
+    return DATTN_OK;
+}
+
+/* ------------------------------------------------------------------ workspace */
+
+static int64_t ext_stride(int64_t ext, int64_t stride) { return ext > 1 ? stride : 0; }
+
+static int tc_dtype_dim(const dattn_call *c)
+{
+    return c->p->dtype != DATTN_F32 && (c->D == 32 || c->D == 64 || c->D == 128);
+}
+
+typedef struct ws_layout {
+    size_t kvr, vmean, kps, total; /* byte offsets; (size_t)-1 = absent */
+} ws_layout;
+
+#define WS_NONE ((size_t)-1)
+
+static size_t al256(size_t x) { return (x + 255) / 256 * 256; }
+
+static dattn_status layout_ws(const dattn_call *c, ws_layout *w)
+{
+    const dattn_params *p = c->p;
+    size_t off = 0;
+    w->kvr = w->vmean = w->kps = WS_NONE;
+    if (!c->packed && p->mask.data) {
+        w->kvr = off;
+        off += al256((size_t)c->B * 2 * sizeof(int32_t));
+        if (p->padded_rows == DATTN_PADROWS_HF) {
+            w->vmean = off;
+            off += al256((size_t)c->B * (size_t)c->H * (size_t)c->D * sizeof(float));
+        }
+    }
+    if (c->p2c && tc_dtype_dim(c)) {
+        const slot_cache *sc;
+        dattn_status st = get_slots(c, &sc);
+        if (st != DATTN_OK) return st;
+        if (sc->R < c->L) { /* some tiles may be saturated */
+            w->kps = off;
+            off += al256((c->packed ? (size_t)c->H * 2 * (size_t)c->T
+                                    : (size_t)c->B * (size_t)c->H * 2 * (size_t)c->L) *
+                         sizeof(float));
+        }
+    }
+    w->total = off;
+    return DATTN_OK;
+}
+
+extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
+{
+    ws_layout w;
+    if (layout_ws(c, &w) != DATTN_OK) return 0; /* the call itself will report it */
+    return w.total;
+}
+
+extern "C" size_t dattn_cuda_bwd_workspace(const dattn_call *c)
+{
+    (void)c;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ forward */
+
+static int al16(const void *ptr) { return ((uintptr_t)ptr & 15) == 0; }
+static int st16(int64_t s) { return (s * 2) % 16 == 0; }
+
+static void set_rows(const dattn_call *c, const dattn_tensor *t, int64_t *sb, int64_t *sl, int64_t *sh)
+{
+    if (c->packed) {
+        *sb = 0;
+        *sl = ext_stride(c->T, t->stride[0]);
+        *sh = ext_stride(c->H, t->stride[1]);
+    } else {
+        *sb = ext_stride(c->B, t->stride[0]);
+        *sl = ext_stride(c->L, t->stride[1]);
+        *sh = ext_stride(c->H, t->stride[2]);
+    }
+}
+
+typedef cudaError_t (*fwd_launcher)(const dattn_fwd_args *, int, int, int, cudaStream_t);
+
+/* The tensor-core instance for (D, dtype, big), its BM and shared memory. */
+static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
+{
+#define X(D_, DT, NW, MS, BN, BIG)                                                             \
+    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && (big == BIG || !BIG)) {            \
+        *bm = 16 * MS * NW;                                                                    \
+        *smem = dattn_smem_fwd_sm80_d##D_##_##DT##_w##NW##s##MS##n##BN();                      \
+        return dattn_launch_fwd_sm80_d##D_##_##DT##_w##NW##s##MS##n##BN;                       \
+    }
+#include "instances.def"
+#undef X
+    return NULL;
+}
+
+extern "C" dattn_status dattn_cuda_check(const dattn_call *c)
+{
+    if (c->is_bwd)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "the CUDA backward is not implemented yet (the training issue "
+                               "adds it); use the CPU backend or the Python fallback");
+    if (c->D > 256)
+        return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld > 256 is not supported on CUDA",
+                               (long long)c->D);
+    if (c->drop_threshold)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "dropout_p > 0 is not implemented in the CUDA forward yet (the "
+                               "training issue adds it); use dropout_p = 0 or the CPU backend");
+    if (c->B > 65535 || c->H > 65535)
+        return dattn_set_error(DATTN_UNSUPPORTED, "%s > 65535 is not supported on CUDA",
+                               c->B > 65535 ? "batch" : "heads");
+    if (c->c2p || c->p2c) {
+        const slot_cache *sc;
+        return get_slots(c, &sc);
+    }
+    return DATTN_OK;
+}
+
+static dattn_status fwd_on_device(const dattn_call *c, int dev)
+{
+    const dattn_params *p = c->p;
+    dev_info di;
+    dattn_status st = get_dev(dev, &di);
+    if (st != DATTN_OK) return st;
+    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
+    if ((st = dattn_cuda_check(c)) != DATTN_OK) return st;
+
+    const slot_cache *sc = NULL;
+    if (c->c2p || c->p2c) {
+        if ((st = get_slots(c, &sc)) != DATTN_OK) return st;
+    }
+    ws_layout wl;
+    if ((st = layout_ws(c, &wl)) != DATTN_OK) return st;
+
+    dattn_fwd_args a;
+    memset(&a, 0, offsetof(dattn_fwd_args, tab));
+    a.q = p->q.data;
+    a.k = p->k.data;
+    a.v = p->v.data;
+    a.pk = c->c2p ? p->pk.data : NULL;
+    a.pq = c->p2c ? p->pq.data : NULL;
+    a.out = p->out.data;
+    a.lse = (float *)p->lse.data;
+    a.mask = c->packed ? NULL : (const uint8_t *)p->mask.data;
+    a.cu = c->packed ? p->cu_seqlens : NULL;
+    set_rows(c, &p->q, &a.q_sb, &a.q_sl, &a.q_sh);
+    set_rows(c, &p->k, &a.k_sb, &a.k_sl, &a.k_sh);
+    set_rows(c, &p->v, &a.v_sb, &a.v_sl, &a.v_sh);
+    set_rows(c, &p->out, &a.o_sb, &a.o_sl, &a.o_sh);
+    if (c->packed) {
+        a.l_sb = 0;
+        a.l_sh = ext_stride(c->H, p->lse.stride[0]);
+        a.l_sl = ext_stride(c->T, p->lse.stride[1]);
+    } else {
+        a.l_sb = ext_stride(c->B, p->lse.stride[0]);
+        a.l_sh = ext_stride(c->H, p->lse.stride[1]);
+        a.l_sl = ext_stride(c->L, p->lse.stride[2]);
+        a.m_sb = ext_stride(c->B, p->mask.stride[0]);
+        a.m_sl = ext_stride(c->L, p->mask.stride[1]);
+    }
+    if (c->c2p) {
+        a.pk_sh = ext_stride(c->H, p->pk.stride[0]);
+        a.pk_ss = p->pk.stride[1];
+    }
+    if (c->p2c) {
+        a.pq_sh = ext_stride(c->H, p->pq.stride[0]);
+        a.pq_ss = p->pq.stride[1];
+    }
+    a.B = (int32_t)c->B;
+    a.H = (int32_t)c->H;
+    a.L = (int32_t)c->L;
+    a.D = (int32_t)c->D;
+    a.packed = c->packed;
+    a.c2p = c->c2p;
+    a.p2c = c->p2c;
+    a.hf = p->padded_rows == DATTN_PADROWS_HF;
+    a.sl2 = (float)(1.4426950408889634 / (double)c->scale);
+    a.logL = logf((float)c->L);
+    if (sc) {
+        a.S = sc->S;
+        a.lin = sc->lin;
+        a.R = sc->R;
+        a.sat_pos = sc->sat_pos;
+        a.sat_neg = sc->sat_neg;
+        a.nlog = sc->nlog;
+        memcpy(a.tab, sc->tab, sizeof(uint16_t) * 2 * (size_t)sc->nlog);
+    } else {
+        a.R = 0x7fffffff;
+    }
+
+    /* path */
+    const char *force = getenv("DATTN_CUDA_FWD");
+    int tc = tc_dtype_dim(c);
+    tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(a.out) && st16(a.q_sb) &&
+         st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) && st16(a.k_sl) && st16(a.k_sh) &&
+         st16(a.v_sb) && st16(a.v_sl) && st16(a.v_sh) && st16(a.o_sb) && st16(a.o_sl) &&
+         st16(a.o_sh);
+    if (c->c2p) tc = tc && al16(a.pk) && st16(a.pk_sh) && st16(a.pk_ss);
+    if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
+    int big = di.major == 9 && di.minor == 0;
+    if (force && !strcmp(force, "simple")) tc = 0;
+    if (force && !strcmp(force, "small")) big = 0;
+    int bm = 0, smem = 0;
+    fwd_launcher lf = NULL;
+    if (tc) {
+        lf = pick_tc((int)c->D, p->dtype == DATTN_BF16, big, &bm, &smem);
+        if (!lf || smem > di.smem_optin) {
+            big = 0;
+            lf = pick_tc((int)c->D, p->dtype == DATTN_BF16, 0, &bm, &smem);
+            if (!lf || smem > di.smem_optin) tc = 0;
+        }
+    }
+    if (!tc && dattn_simple_smem((int)c->D) > (size_t)di.smem_optin)
+        return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld needs more shared memory than "
+                                                  "this GPU has", (long long)c->D);
+
+    /* workspace */
+    char *ws = (char *)p->workspace;
+    int32_t *kvr = wl.kvr != WS_NONE ? (int32_t *)(ws + wl.kvr) : NULL;
+    float *vmean = wl.vmean != WS_NONE ? (float *)(ws + wl.vmean) : NULL;
+    float *kps = (tc && wl.kps != WS_NONE) ? (float *)(ws + wl.kps) : NULL;
+    a.kvr = kvr;
+    a.vmean = vmean;
+    a.kps = kps;
+    a.kps_ld = c->packed ? c->T : c->L;
+
+    cudaStream_t stream = (cudaStream_t)p->stream;
+    const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
+    cudaError_t e;
+    if (kvr || vmean || kps) {
+        if ((e = dattn_launch_fwd_prep(&a, dt, kvr, vmean, kps, stream)) != cudaSuccess)
+            return cuda_fail(e, "forward prologue launch");
+    }
+    if (tc) {
+        const int64_t gx = (c->L + bm - 1) / bm;
+        e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
+    } else {
+        const int rows = dattn_simple_rows();
+        const int64_t gx = (c->L + rows - 1) / rows;
+        e = dattn_launch_fwd_simple(&a, dt, (int)gx, (int)c->H, (int)c->B, stream);
+    }
+    if (e != cudaSuccess) return cuda_fail(e, "forward kernel launch");
+    return DATTN_OK;
+}
+
+extern "C" dattn_status dattn_cuda_fwd(const dattn_call *c, const dattn_slotmap *sm)
+{
+    (void)sm; /* the CUDA backend keeps its own compact, cached table */
+    int prev = -1, dev = c->p->device_index;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&prev)) != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    if (dev < 0) dev = prev;
+    if (dev != prev && (e = cudaSetDevice(dev)) != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
+    dattn_status st = fwd_on_device(c, dev);
+    if (dev != prev) cudaSetDevice(prev);
+    return st;
+}
+
+extern "C" dattn_status dattn_cuda_bwd(const dattn_call *c, const dattn_slotmap *sm)
+{
+    (void)c;
+    (void)sm;
+    return dattn_set_error(DATTN_UNSUPPORTED,
+                           "the CUDA backward is not implemented yet (the training issue adds "
+                           "it); use the CPU backend or the Python fallback");
+}

@@ -1,0 +1,127 @@
+/* Inline-PTX wrappers used by the CUDA kernels (sm_80 and newer).
+ *
+ * Fragment layouts (PTX ISA, mma.m16n8k16 with .row.col, lane = 4*g + c):
+ *   A 16x16: a0 = (row g,   k 2c..2c+1)   a1 = (row g+8, k 2c..2c+1)
+ *            a2 = (row g,   k 2c+8..+9)   a3 = (row g+8, k 2c+8..+9)
+ *   B 16x8:  b0 = (k 2c..2c+1, n g)       b1 = (k 2c+8..+9, n g)
+ *   C 16x8:  c0 = (g, 2c) c1 = (g, 2c+1) c2 = (g+8, 2c) c3 = (g+8, 2c+1)
+ * ldmatrix.x4: lanes 8m..8m+7 give the row addresses of matrix m; register m of lane l
+ * holds (row l/4, cols 2(l%4), 2(l%4)+1) of matrix m (.trans: rows and cols swapped). */
+#ifndef DATTN_CUDA_PTX_CUH
+#define DATTN_CUDA_PTX_CUH
+
+#include <stdint.h>
+
+#define DATTN_DEV static __device__ __forceinline__
+
+DATTN_DEV uint32_t smem_u32(const void *p)
+{
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* D = A * B + C, fp32 accumulate; BF = 1: bf16 operands, else fp16. */
+template <int BF>
+DATTN_DEV void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                        const float (&c)[4])
+{
+    if (BF) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+                       "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%11,%12,%13};\n"
+                     : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
+                       "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+    }
+}
+
+/* Accumulating form: d += A * B. */
+template <int BF>
+DATTN_DEV void mma16816_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    mma16816<BF>(d, a, b0, b1, d);
+}
+
+DATTN_DEV void ldsm_x4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+DATTN_DEV void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* 16-byte global -> shared copy; src_bytes = 0 fills zeros and reads nothing. */
+DATTN_DEV void cp_async16(uint32_t saddr, const void *gptr, int src_bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(gptr),
+                 "r"(src_bytes));
+}
+
+DATTN_DEV void cp_async4(uint32_t saddr, const void *gptr, int src_bytes)
+{
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(saddr), "l"(gptr),
+                 "r"(src_bytes));
+}
+
+DATTN_DEV void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+
+DATTN_DEV void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+DATTN_DEV float ex2f(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+DATTN_DEV float lg2f(float x)
+{
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Two floats -> packed pair (lo in the low half), round to nearest even. */
+template <int BF>
+DATTN_DEV uint32_t pack2(float lo, float hi)
+{
+    uint32_t r;
+    if (BF)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* One 16-bit storage element -> float. */
+template <int BF>
+DATTN_DEV float h2f(uint16_t x)
+{
+    if (BF) return __uint_as_float((uint32_t)x << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(x));
+    return f;
+}
+
+template <int BF>
+DATTN_DEV uint16_t f2h(float f)
+{
+    uint16_t r;
+    if (BF)
+        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(f));
+    return r;
+}
+
+#endif

@@ -1,0 +1,960 @@
+/* CUDA forward tests: every kernel path against a float64 reference.
+ *
+ * Exits 77 (skipped) when the library has no CUDA backend or no usable GPU is present.
+ *
+ * Reference: ref64_fwd_row() of tests/ref64.c when it is linked in (weak symbol), else a
+ * float64 row reference written here from SPEC.md (slots from dattn_slots(), i.e. the
+ * float32 formula, never from the kernels' slot map).
+ *
+ * Tolerance (documented bound, at least as strict as SPEC's "2x transformers' eager error
+ * in that dtype"): for every checked output element
+ *     |out - ref| <= tol_rel(dtype) * max|ref| + 1e-6,
+ * with tol_rel = 2^-8 for fp16 (4 ulp of 1.0), 2^-5 for bf16 (4 ulp), 2e-5 for fp32; lse
+ * within 2e-4 * max(1, |ref|) (exactly -inf for ZERO padded rows). Outputs and workspace
+ * are poisoned with 0xFF before each call; every output element must be written and
+ * finite, and the gaps of strided outputs must keep the poison.
+ *
+ * Sweep: dtypes fp16/bf16/fp32 (IEEE and TF32 modes), D 32/64/128 (+48 on the simple
+ * path), L across tile edges 1..2049 (all rows checked), sampled rows at 8K and 32K,
+ * masks none/right/left/holes/all-padding/all-valid, HF and ZERO padded rows, packed
+ * (varlen) and packed == padded bitwise, fused-qkv and padded strides, unaligned rows
+ * (simple kernel), each term alone, linear / v3 log / small log (saturation at short L)
+ * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
+ * errors (workspace, dropout, backward). --quick: a small subset (compute-sanitizer).
+ */
+#include "dattn.h"
+#include "ref64.h"
+#include "cpu/common.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DATTN_WITH_CUDA
+int main(void)
+{
+    printf("CUDA backend not built: skipped\n");
+    return 77;
+}
+#else
+#include <cuda_runtime_api.h>
+
+/* Linked when tests/ref64.c exists. */
+extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i, double *out_row,
+                          double *lse) __attribute__((weak));
+
+static int n_pass, n_fail, quick, max_l = 1 << 30;
+static uint64_t rng_state;
+
+static uint64_t rnd64(void)
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double urand(void) { return (double)(rnd64() >> 11) * (1.0 / 9007199254740992.0); }
+static int irand(int n) { return n <= 0 ? 0 : (int)(rnd64() % (uint64_t)n); }
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* ---------------------------------------------------------------- local reference */
+
+typedef struct refctx {
+    int32_t *slots; /* slot(r) at [r + L - 1] */
+    int64_t L;
+} refctx;
+
+static double load_el(const dattn_params *p, const dattn_tensor *t, int64_t off)
+{
+    const char *base = (const char *)t->data;
+    if (p->dtype == DATTN_F32) return ((const float *)base)[off];
+    uint16_t x = ((const uint16_t *)base)[off];
+    return p->dtype == DATTN_F16 ? dattn_h2f(x) : dattn_bf2f(x);
+}
+
+static int64_t row_off(const dattn_params *p, const dattn_tensor *t, int64_t b, int64_t i, int64_t h)
+{
+    if (p->layout == DATTN_LAYOUT_PACKED) return ((int64_t)p->cu_seqlens[b] + i) * t->stride[0] + h * t->stride[1];
+    return b * t->stride[0] + i * t->stride[1] + h * t->stride[2];
+}
+
+static void local_ref_row(const dattn_params *p, const refctx *rc, int64_t b, int64_t h, int64_t i,
+                          double *out, double *lse)
+{
+    const int64_t D = p->head_dim;
+    const int packed = p->layout == DATTN_LAYOUT_PACKED;
+    const int64_t n = packed ? p->cu_seqlens[b + 1] - p->cu_seqlens[b] : p->seqlen;
+    const uint8_t *m = (const uint8_t *)p->mask.data;
+    const int c2p = (p->pos_att & DATTN_POS_C2P) != 0, p2c = (p->pos_att & DATTN_POS_P2C) != 0;
+#define VALID(j) (packed || !m || m[b * p->mask.stride[0] + (j) * p->mask.stride[1]] != 0)
+    for (int64_t d = 0; d < D; d++) out[d] = 0.0;
+    if (!VALID(i)) {
+        if (p->padded_rows == DATTN_PADROWS_HF) {
+            for (int64_t j = 0; j < n; j++)
+                for (int64_t d = 0; d < D; d++) out[d] += load_el(p, &p->v, row_off(p, &p->v, b, j, h) + d);
+            for (int64_t d = 0; d < D; d++) out[d] /= (double)n;
+            *lse = log((double)n);
+        } else {
+            *lse = -INFINITY;
+        }
+        return;
+    }
+    const double scale = (double)dattn_scale(D, p->pos_att);
+    double *s = malloc(sizeof(double) * (size_t)n);
+    double mx = -INFINITY;
+    const int64_t qo = row_off(p, &p->q, b, i, h);
+    for (int64_t j = 0; j < n; j++) {
+        if (!VALID(j)) {
+            s[j] = -INFINITY;
+            continue;
+        }
+        const int64_t ko = row_off(p, &p->k, b, j, h);
+        const int32_t t = rc->slots[i - j + rc->L - 1];
+        double x = 0.0;
+        for (int64_t d = 0; d < D; d++) {
+            const double qd = load_el(p, &p->q, qo + d), kd = load_el(p, &p->k, ko + d);
+            x += qd * kd;
+            if (c2p) x += qd * load_el(p, &p->pk, h * p->pk.stride[0] + t * p->pk.stride[1] + d);
+            if (p2c) x += kd * load_el(p, &p->pq, h * p->pq.stride[0] + t * p->pq.stride[1] + d);
+        }
+        s[j] = x / scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = s[j] == -INFINITY ? 0.0 : exp(s[j] - mx);
+        sum += s[j];
+    }
+    for (int64_t j = 0; j < n; j++) {
+        if (s[j] == 0.0) continue;
+        const int64_t vo = row_off(p, &p->v, b, j, h);
+        for (int64_t d = 0; d < D; d++) out[d] += s[j] * load_el(p, &p->v, vo + d);
+    }
+    for (int64_t d = 0; d < D; d++) out[d] /= sum;
+    *lse = mx + log(sum);
+    free(s);
+#undef VALID
+}
+
+/* ---------------------------------------------------------------- test cases */
+
+enum { MASK_NONE, MASK_RIGHT, MASK_LEFT, MASK_HOLES, MASK_ALLPAD, MASK_ALLVALID, MASK_KINDS };
+enum { LAY_CONTIG, LAY_FUSED, LAY_UNALIGNED };
+
+typedef struct tcase {
+    int dtype, D, B, H, L, pos_att, pb, M, padrows, mask, packed, math, lay;
+    int sample;          /* 0: check every row; else this many rows per (b, h) */
+    const char *force;   /* DATTN_CUDA_FWD */
+    int maxlen_short;    /* packed: the longest sequence is shorter than seqlen */
+} tcase;
+
+static const char *dt_name(int dt) { return dt == DATTN_F32 ? "f32" : dt == DATTN_F16 ? "f16" : "bf16"; }
+static const char *mask_name(int m)
+{
+    static const char *n[] = {"none", "right", "left", "holes", "allpad", "allvalid"};
+    return n[m];
+}
+
+static void case_str(const tcase *t, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "%s D=%d B=%d H=%d L=%d pos=%d pb=%d M=%d pad=%s mask=%s %s%s lay=%d%s%s",
+             dt_name(t->dtype), t->D, t->B, t->H, t->L, t->pos_att, t->pb, t->M,
+             t->padrows ? "zero" : "hf", mask_name(t->mask), t->packed ? "packed" : "padded",
+             t->math ? " tf32" : "", t->lay, t->force ? " force=" : "", t->force ? t->force : "");
+}
+
+typedef struct hbuf {
+    void *h, *d;
+    size_t bytes;
+} hbuf;
+
+static void hb_alloc(hbuf *b, size_t bytes)
+{
+    b->bytes = bytes ? bytes : 16;
+    b->h = malloc(b->bytes);
+    CK(cudaMalloc(&b->d, b->bytes));
+}
+static void hb_free(hbuf *b)
+{
+    free(b->h);
+    cudaFree(b->d);
+}
+static void hb_up(hbuf *b) { CK(cudaMemcpy(b->d, b->h, b->bytes, cudaMemcpyHostToDevice)); }
+static void hb_down(hbuf *b) { CK(cudaMemcpy(b->h, b->d, b->bytes, cudaMemcpyDeviceToHost)); }
+
+static void fill_rand(hbuf *b, int dtype, double amp)
+{
+    const size_t es = dattn_dtype_size(dtype), n = b->bytes / es;
+    for (size_t k = 0; k < n; k++) {
+        const float x = (float)((urand() * 2.0 - 1.0) * amp);
+        if (dtype == DATTN_F32) ((float *)b->h)[k] = x;
+        else if (dtype == DATTN_F16) ((uint16_t *)b->h)[k] = dattn_f2h(x);
+        else ((uint16_t *)b->h)[k] = dattn_f2bf(x);
+    }
+}
+
+static double get_el(const void *base, int dtype, int64_t off)
+{
+    if (dtype == DATTN_F32) return ((const float *)base)[off];
+    const uint16_t x = ((const uint16_t *)base)[off];
+    return dtype == DATTN_F16 ? dattn_h2f(x) : dattn_bf2f(x);
+}
+
+static int is_poison(const void *base, int dtype, int64_t off)
+{
+    if (dtype == DATTN_F32) return ((const uint32_t *)base)[off] == 0xFFFFFFFFu;
+    return ((const uint16_t *)base)[off] == 0xFFFFu;
+}
+
+/* One forward run of a case: inputs built, CUDA call made, outputs checked. If
+ * keep_out is given, the host output ([rows][H][D] in the case's own layout) and lse are
+ * returned for comparisons (caller frees). */
+typedef struct run_out {
+    void *out;  /* host copy of the out buffer */
+    float *lse; /* host copy of lse buffer */
+    size_t out_bytes, lse_bytes;
+    void *in[5]; /* host q, k, v, pk, pq (contiguous layout only) */
+} run_out;
+
+static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t *lens_in)
+{
+    char name[256];
+    if (tc->L > max_l) return 0; /* --max-l: skip long cases */
+    case_str(tc, name, sizeof name);
+    rng_state = seed;
+    const int dt = tc->dtype, D = tc->D, B = tc->B, H = tc->H, L = tc->L;
+    const size_t es = dattn_dtype_size(dt);
+    const int32_t S = dattn_att_span(tc->pb, tc->M);
+    dattn_params p, hp;
+    dattn_params_init(&p);
+    p.device = DATTN_DEVICE_CUDA;
+    p.dtype = dt;
+    p.layout = tc->packed ? DATTN_LAYOUT_PACKED : DATTN_LAYOUT_PADDED;
+    p.pos_att = tc->pos_att;
+    p.position_buckets = tc->pb;
+    p.max_relative_positions = tc->M;
+    p.padded_rows = tc->padrows;
+    p.fp32_math = tc->math;
+    p.batch = B;
+    p.seqlen = L;
+    p.heads = H;
+    p.head_dim = D;
+
+    /* sequence lengths (packed) */
+    int32_t *lens = calloc((size_t)B + 1, sizeof(int32_t)), *cu = calloc((size_t)B + 1, sizeof(int32_t));
+    int64_t T = 0;
+    if (tc->packed) {
+        for (int b = 0; b < B; b++) {
+            lens[b] = lens_in ? lens_in[b] : (b == 0 && !tc->maxlen_short ? L : irand(L + 1));
+            if (tc->maxlen_short && lens[b] > L - 3) lens[b] = L - 3 > 0 ? L - 3 : 0;
+            cu[b + 1] = cu[b] + lens[b];
+        }
+        T = cu[B];
+        p.total_tokens = T;
+    }
+    const int64_t rows = tc->packed ? T : (int64_t)B * L;
+
+    /* inputs: q, k, v share one buffer in the fused layout */
+    const int64_t HD = (int64_t)H * D;
+    const int64_t qrow = tc->lay == LAY_FUSED ? 3 * HD : tc->lay == LAY_UNALIGNED ? H * (int64_t)(D + 1) : HD;
+    const int64_t hstr = tc->lay == LAY_UNALIGNED ? D + 1 : D;
+    hbuf qkv[3];
+    int nq = tc->lay == LAY_FUSED ? 1 : 3;
+    for (int t = 0; t < nq; t++) {
+        hb_alloc(&qkv[t], (size_t)(rows > 0 ? rows : 1) * (size_t)qrow * es);
+        fill_rand(&qkv[t], dt, 2.0);
+    }
+    if (nq == 1) {
+        /* v smaller */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t e = 2 * HD; e < 3 * HD; e++) {
+                const int64_t off = r * qrow + e;
+                const float x = (float)(urand() * 2.0 - 1.0);
+                if (dt == DATTN_F32) ((float *)qkv[0].h)[off] = x;
+                else if (dt == DATTN_F16) ((uint16_t *)qkv[0].h)[off] = dattn_f2h(x);
+                else ((uint16_t *)qkv[0].h)[off] = dattn_f2bf(x);
+            }
+    } else {
+        fill_rand(&qkv[2], dt, 1.0);
+    }
+    dattn_tensor *qkvt[3] = {&p.q, &p.k, &p.v};
+    for (int t = 0; t < 3; t++) {
+        const hbuf *src = &qkv[nq == 1 ? 0 : t];
+        const int64_t base = nq == 1 ? t * HD : 0;
+        qkvt[t]->data = (char *)src->d + base * (int64_t)es;
+        if (tc->packed) {
+            qkvt[t]->stride[0] = qrow;
+            qkvt[t]->stride[1] = hstr;
+            qkvt[t]->stride[2] = 1;
+        } else {
+            qkvt[t]->stride[0] = (int64_t)L * qrow;
+            qkvt[t]->stride[1] = qrow;
+            qkvt[t]->stride[2] = hstr;
+            qkvt[t]->stride[3] = 1;
+        }
+    }
+    /* pk, pq: [H, 2S, D], row stride D (+8 in the fused layout) */
+    const int64_t prow = tc->lay == LAY_FUSED ? D + 8 : D;
+    hbuf pk, pq;
+    hb_alloc(&pk, (size_t)H * 2 * S * (size_t)prow * es);
+    hb_alloc(&pq, (size_t)H * 2 * S * (size_t)prow * es);
+    fill_rand(&pk, dt, 2.0);
+    fill_rand(&pq, dt, 2.0);
+    p.pk.data = pk.d;
+    p.pk.stride[0] = 2 * S * prow;
+    p.pk.stride[1] = prow;
+    p.pk.stride[2] = 1;
+    p.pq = p.pk;
+    p.pq.data = pq.d;
+    /* mask */
+    hbuf mk = {0, 0, 0};
+    const int mpad = tc->lay == LAY_FUSED ? 5 : 0; /* mask rows of L + mpad bytes */
+    if (!tc->packed && tc->mask != MASK_NONE) {
+        hb_alloc(&mk, (size_t)B * (L + mpad));
+        uint8_t *m = (uint8_t *)mk.h;
+        memset(m, 0x5a, mk.bytes);
+        for (int b = 0; b < B; b++) {
+            int len = L > 0 ? 1 + irand(L) : 0;
+            if (b == 0 && tc->mask != MASK_ALLPAD) len = L;
+            for (int j = 0; j < L; j++) {
+                int v = 1;
+                switch (tc->mask) {
+                case MASK_RIGHT: v = j < len; break;
+                case MASK_LEFT: v = j >= L - len; break;
+                case MASK_HOLES: v = urand() < 0.7; break;
+                case MASK_ALLPAD: v = b == 0 ? 0 : j < len; break;
+                default: v = 1;
+                }
+                m[(int64_t)b * (L + mpad) + j] = (uint8_t)(v ? 1 + irand(200) : 0);
+            }
+        }
+        p.mask.data = mk.d;
+        p.mask.stride[0] = L + mpad;
+        p.mask.stride[1] = 1;
+    }
+    hbuf cud = {0, 0, 0};
+    if (tc->packed) {
+        hb_alloc(&cud, sizeof(int32_t) * ((size_t)B + 1));
+        memcpy(cud.h, cu, sizeof(int32_t) * ((size_t)B + 1));
+        p.cu_seqlens = (const int32_t *)cud.d;
+    }
+    /* outputs: out with padded head stride in the fused layout, lse with padded rows */
+    const int64_t ohs = tc->lay == LAY_FUSED ? D + 8 : D, orow = (int64_t)H * ohs;
+    const int64_t lpad = tc->lay == LAY_FUSED ? 3 : 0;
+    hbuf out, lse;
+    hb_alloc(&out, (size_t)(rows > 0 ? rows : 1) * (size_t)orow * es);
+    const int64_t lse_n = tc->packed ? (int64_t)H * (T + lpad) : (int64_t)B * H * (L + lpad);
+    hb_alloc(&lse, (size_t)(lse_n > 0 ? lse_n : 1) * sizeof(float));
+    p.out.data = out.d;
+    p.lse.data = lse.d;
+    if (tc->packed) {
+        p.out.stride[0] = orow;
+        p.out.stride[1] = ohs;
+        p.out.stride[2] = 1;
+        p.lse.stride[0] = T + lpad;
+        p.lse.stride[1] = 1;
+    } else {
+        p.out.stride[0] = (int64_t)L * orow;
+        p.out.stride[1] = orow;
+        p.out.stride[2] = ohs;
+        p.out.stride[3] = 1;
+        p.lse.stride[0] = (int64_t)H * (L + lpad);
+        p.lse.stride[1] = L + lpad;
+        p.lse.stride[2] = 1;
+    }
+    for (int t = 0; t < nq; t++) hb_up(&qkv[t]);
+    hb_up(&pk);
+    hb_up(&pq);
+    if (mk.d) hb_up(&mk);
+    if (cud.d) hb_up(&cud);
+    CK(cudaMemset(out.d, 0xFF, out.bytes));
+    CK(cudaMemset(lse.d, 0xFF, lse.bytes));
+
+    size_t wsz = 0;
+    dattn_status st = dattn_fwd_workspace_size(&p, &wsz);
+    void *ws = NULL;
+    if (st == DATTN_OK && wsz) {
+        CK(cudaMalloc(&ws, wsz));
+        CK(cudaMemset(ws, 0xFF, wsz));
+    }
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    if (tc->force) setenv("DATTN_CUDA_FWD", tc->force, 1);
+    if (st == DATTN_OK) st = dattn_fwd(&p);
+    if (tc->force) unsetenv("DATTN_CUDA_FWD");
+    int fail = 0;
+    if (st != DATTN_OK) {
+        printf("FAIL %s: status %s: %s\n", name, dattn_status_string(st), dattn_last_error());
+        fail = 1;
+    }
+    cudaError_t ce = cudaDeviceSynchronize();
+    if (ce != cudaSuccess) {
+        printf("FAIL %s: CUDA error %s\n", name, cudaGetErrorString(ce));
+        exit(1);
+    }
+    hb_down(&out);
+    hb_down(&lse);
+
+    /* reference params on the host */
+    hp = p;
+    for (int t = 0; t < 3; t++) {
+        const int64_t base = nq == 1 ? t * HD : 0;
+        dattn_tensor *ht = t == 0 ? &hp.q : t == 1 ? &hp.k : &hp.v;
+        ht->data = (char *)qkv[nq == 1 ? 0 : t].h + base * (int64_t)es;
+    }
+    hp.pk.data = pk.h;
+    hp.pq.data = pq.h;
+    if (mk.d) hp.mask.data = mk.h;
+    hp.cu_seqlens = cu;
+    hp.device = DATTN_DEVICE_CPU;
+    refctx rc;
+    rc.L = L > 0 ? L : 1;
+    rc.slots = malloc(sizeof(int32_t) * (size_t)(2 * rc.L - 1));
+    dattn_slots(tc->pb, tc->M, -(rc.L - 1), 2 * rc.L - 1, rc.slots);
+
+    const double tol_rel = dt == DATTN_F16 ? 1.0 / 256 : dt == DATTN_BF16 ? 1.0 / 32 : 2e-5;
+    /* rows to check */
+    int64_t nck = 0;
+    int64_t *ck = malloc(sizeof(int64_t) * 3 * (size_t)(rows > 0 ? rows : 1) * (size_t)H + 3);
+    for (int b = 0; b < B && !fail; b++) {
+        const int n = tc->packed ? lens[b] : L;
+        for (int h = 0; h < H; h++) {
+            if (!tc->sample || n <= tc->sample) {
+                for (int i = 0; i < n; i++) {
+                    ck[3 * nck] = b; ck[3 * nck + 1] = h; ck[3 * nck + 2] = i; nck++;
+                }
+            } else {
+                for (int s = 0; s < tc->sample; s++) {
+                    int i;
+                    if (s < 4) i = s;
+                    else if (s < 8) i = n - 1 - (s - 4);
+                    else if (s < 16) i = ((s - 8) * 128 + 127 + (s & 1)) % n;
+                    else i = irand(n);
+                    ck[3 * nck] = b; ck[3 * nck + 1] = h; ck[3 * nck + 2] = i; nck++;
+                }
+            }
+        }
+    }
+    double *refo = malloc(sizeof(double) * (size_t)(nck > 0 ? nck : 1) * (size_t)D);
+    double *refl = malloc(sizeof(double) * (size_t)(nck > 0 ? nck : 1));
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t r = 0; r < nck; r++) {
+        if (ref64_fwd_row) ref64_fwd_row(&hp, ck[3 * r], ck[3 * r + 1], ck[3 * r + 2], refo + r * D, refl + r);
+        else local_ref_row(&hp, &rc, ck[3 * r], ck[3 * r + 1], ck[3 * r + 2], refo + r * D, refl + r);
+    }
+    double maxref = 0.0;
+    for (int64_t k = 0; k < nck * D; k++)
+        if (fabs(refo[k]) > maxref) maxref = fabs(refo[k]);
+    const double tol = tol_rel * maxref + 1e-6;
+    double worst = 0.0, worst_lse = 0.0;
+    int64_t bad = 0;
+    for (int64_t r = 0; r < nck && !fail; r++) {
+        const int64_t b = ck[3 * r], h = ck[3 * r + 1], i = ck[3 * r + 2];
+        const int64_t orow_i = tc->packed ? cu[b] + i : b * L + i;
+        for (int d = 0; d < D; d++) {
+            const double x = get_el(out.h, dt, orow_i * orow + h * ohs + d);
+            const double e = fabs(x - refo[r * D + d]);
+            if (!(e <= tol)) {
+                if (bad < 5)
+                    printf("  %s: out[b=%lld h=%lld i=%lld d=%d] = %.6g, ref %.6g (tol %.3g)\n", name,
+                           (long long)b, (long long)h, (long long)i, d, x, refo[r * D + d], tol);
+                bad++;
+            }
+            if (e > worst || e != e) worst = e != e ? INFINITY : (e > worst ? e : worst);
+        }
+        const int64_t lo = tc->packed ? h * (T + lpad) + cu[b] + i : (b * H + h) * (L + lpad) + i;
+        const double lx = ((float *)lse.h)[lo], lr = refl[r];
+        double le;
+        if (lr == -INFINITY) le = lx == -INFINITY ? 0.0 : INFINITY;
+        else le = fabs(lx - lr) / (fabs(lr) > 1.0 ? fabs(lr) : 1.0);
+        if (!(le <= 2e-4)) {
+            if (bad < 5)
+                printf("  %s: lse[b=%lld h=%lld i=%lld] = %.8g, ref %.8g\n", name, (long long)b,
+                       (long long)h, (long long)i, lx, lr);
+            bad++;
+        }
+        if (le > worst_lse || le != le) worst_lse = le != le ? INFINITY : le;
+    }
+    /* every output element written and finite; gaps keep the poison */
+    int64_t unwritten = 0, gap_bad = 0;
+    for (int64_t r = 0; r < rows && !fail; r++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t d = 0; d < ohs; d++) {
+                const int64_t off = r * orow + h * ohs + d;
+                if (d < D) {
+                    const double x = get_el(out.h, dt, off);
+                    if (!isfinite(x)) unwritten++;
+                } else if (!is_poison(out.h, dt, off)) {
+                    gap_bad++;
+                }
+            }
+    for (int b = 0; b < B && !fail; b++) {
+        const int n = tc->packed ? lens[b] : L;
+        for (int h = 0; h < H; h++)
+            for (int64_t i = 0; i < n + lpad; i++) {
+                const int64_t lo = tc->packed ? h * (T + lpad) + cu[b] + i : ((int64_t)b * H + h) * (L + lpad) + i;
+                const uint32_t bits = ((uint32_t *)lse.h)[lo];
+                if (i < n) {
+                    if (bits == 0xFFFFFFFFu) unwritten++;
+                } else if (!tc->packed && bits != 0xFFFFFFFFu) {
+                    gap_bad++;
+                }
+            }
+    }
+    if (unwritten || gap_bad) {
+        printf("  %s: %lld output elements unwritten or not finite, %lld gap elements written\n",
+               name, (long long)unwritten, (long long)gap_bad);
+        bad++;
+    }
+    if (!fail && bad) fail = 1;
+    if (fail) {
+        printf("FAIL %s (seed %llu): %lld bad, max err %.3g (tol %.3g), lse err %.3g\n", name,
+               (unsigned long long)seed, (long long)bad, worst, tol, worst_lse);
+        n_fail++;
+    } else {
+        n_pass++;
+        if (getenv("DATTN_TEST_VERBOSE"))
+            printf("ok   %s: max err %.3g (tol %.3g), lse err %.3g, %lld rows\n", name, worst, tol,
+                   worst_lse, (long long)nck);
+    }
+    if (keep) {
+        keep->out = out.h;
+        keep->out_bytes = out.bytes;
+        keep->lse = (float *)lse.h;
+        keep->lse_bytes = lse.bytes;
+        out.h = NULL;
+        lse.h = NULL;
+        if (nq == 3) {
+            for (int t = 0; t < 3; t++) {
+                keep->in[t] = qkv[t].h;
+                qkv[t].h = NULL;
+            }
+            keep->in[3] = pk.h;
+            keep->in[4] = pq.h;
+            pk.h = pq.h = NULL;
+        }
+    }
+    free(refo);
+    free(refl);
+    free(ck);
+    free(rc.slots);
+    free(lens);
+    free(cu);
+    if (ws) cudaFree(ws);
+    for (int t = 0; t < nq; t++) hb_free(&qkv[t]);
+    hb_free(&pk);
+    hb_free(&pq);
+    if (mk.d) hb_free(&mk);
+    if (cud.d) hb_free(&cud);
+    hb_free(&out);
+    hb_free(&lse);
+    return fail;
+}
+
+static tcase base_case(int dt, int D, int B, int H, int L)
+{
+    tcase t;
+    memset(&t, 0, sizeof t);
+    t.dtype = dt;
+    t.D = D;
+    t.B = B;
+    t.H = H;
+    t.L = L;
+    t.pos_att = 3;
+    t.pb = 256;
+    t.M = 512;
+    return t;
+}
+
+/* positions: 0 v3 log (256, 512), 1 linear (S = 128), 2 small log (32, 64: saturates early) */
+static void set_pos(tcase *t, int kind)
+{
+    if (kind == 0) { t->pb = 256; t->M = 512; }
+    else if (kind == 1) { t->pb = -1; t->M = 128; }
+    else { t->pb = 32; t->M = 64; }
+}
+
+/* Packed output must equal the padded output (right padding, same tokens) bitwise. */
+static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
+{
+    const int B = 3, H = 2;
+    int32_t lens[3] = {L, L / 2 + 1, L > 3 ? L - 3 : 1};
+    /* padded run: mask = right padding with these lengths */
+    tcase a = base_case(dt, D, B, H, L);
+    set_pos(&a, posk);
+    a.packed = 1;
+    run_out ro;
+    memset(&ro, 0, sizeof ro);
+    if (run_case(&a, seed, &ro, lens)) {
+        free(ro.out);
+        free(ro.lse);
+        for (int t = 0; t < 5; t++) free(ro.in[t]);
+        return;
+    }
+    /* rebuild the same inputs padded: the packed run drew q/k/v as [T, H, D] rows; run a
+     * padded call on device buffers laid out [B, L, H, D] holding the same rows. */
+    char name[256];
+    case_str(&a, name, sizeof name);
+    const size_t es = dattn_dtype_size(dt);
+    int64_t T = 0;
+    int32_t cu[4] = {0, 0, 0, 0};
+    for (int b = 0; b < B; b++) cu[b + 1] = cu[b] + lens[b];
+    T = cu[B];
+    const int64_t HD = (int64_t)H * D;
+    const int32_t S = dattn_att_span(a.pb, a.M);
+    hbuf pk, pq;
+    hb_alloc(&pk, (size_t)H * 2 * S * D * es);
+    hb_alloc(&pq, (size_t)H * 2 * S * D * es);
+    memcpy(pk.h, ro.in[3], pk.bytes);
+    memcpy(pq.h, ro.in[4], pq.bytes);
+    const char *q_h = ro.in[0], *k_h = ro.in[1], *v_h = ro.in[2];
+    hbuf Q, K, V, O, Lse, M;
+    const size_t pbytes = (size_t)B * L * HD * es;
+    hb_alloc(&Q, pbytes); hb_alloc(&K, pbytes); hb_alloc(&V, pbytes); hb_alloc(&O, pbytes);
+    hb_alloc(&Lse, (size_t)B * H * L * sizeof(float));
+    hb_alloc(&M, (size_t)B * L);
+    fill_rand(&Q, dt, 2.0); fill_rand(&K, dt, 2.0); fill_rand(&V, dt, 1.0);
+    for (int b = 0; b < B; b++) {
+        memcpy((char *)Q.h + (size_t)b * L * HD * es, q_h + (size_t)cu[b] * HD * es, (size_t)lens[b] * HD * es);
+        memcpy((char *)K.h + (size_t)b * L * HD * es, k_h + (size_t)cu[b] * HD * es, (size_t)lens[b] * HD * es);
+        memcpy((char *)V.h + (size_t)b * L * HD * es, v_h + (size_t)cu[b] * HD * es, (size_t)lens[b] * HD * es);
+        for (int j = 0; j < L; j++) ((uint8_t *)M.h)[b * L + j] = j < lens[b];
+    }
+    hb_up(&Q); hb_up(&K); hb_up(&V); hb_up(&pk); hb_up(&pq); hb_up(&M);
+    CK(cudaMemset(O.d, 0xFF, O.bytes));
+    dattn_params p;
+    dattn_params_init(&p);
+    p.device = DATTN_DEVICE_CUDA;
+    p.dtype = dt;
+    p.pos_att = 3;
+    p.position_buckets = a.pb;
+    p.max_relative_positions = a.M;
+    p.batch = B; p.seqlen = L; p.heads = H; p.head_dim = D;
+    dattn_tensor *ts[4] = {&p.q, &p.k, &p.v, &p.out};
+    void *ds[4] = {Q.d, K.d, V.d, O.d};
+    for (int t = 0; t < 4; t++) {
+        ts[t]->data = ds[t];
+        ts[t]->stride[0] = (int64_t)L * HD; ts[t]->stride[1] = HD; ts[t]->stride[2] = D; ts[t]->stride[3] = 1;
+    }
+    p.pk.data = pk.d; p.pk.stride[0] = 2 * S * D; p.pk.stride[1] = D; p.pk.stride[2] = 1;
+    p.pq = p.pk; p.pq.data = pq.d;
+    p.mask.data = M.d; p.mask.stride[0] = L; p.mask.stride[1] = 1;
+    p.lse.data = Lse.d; p.lse.stride[0] = (int64_t)H * L; p.lse.stride[1] = L; p.lse.stride[2] = 1;
+    size_t wsz = 0;
+    void *ws = NULL;
+    dattn_status st = dattn_fwd_workspace_size(&p, &wsz);
+    if (st == DATTN_OK && wsz) CK(cudaMalloc(&ws, wsz));
+    p.workspace = ws; p.workspace_size = wsz;
+    if (st == DATTN_OK) st = dattn_fwd(&p);
+    CK(cudaDeviceSynchronize());
+    hb_down(&O); hb_down(&Lse);
+    int64_t diff = 0;
+    for (int b = 0; b < B && st == DATTN_OK; b++)
+        for (int i = 0; i < lens[b]; i++) {
+            if (memcmp((char *)O.h + ((size_t)b * L + i) * HD * es, (char *)ro.out + ((size_t)cu[b] + i) * HD * es, HD * es)) diff++;
+            for (int h = 0; h < H; h++)
+                if (((float *)Lse.h)[((size_t)b * H + h) * L + i] != ro.lse[(size_t)h * T + cu[b] + i]) diff++;
+        }
+    if (st != DATTN_OK || diff) {
+        printf("FAIL packed == padded (%s): status %s, %lld rows differ\n", name, dattn_status_string(st), (long long)diff);
+        n_fail++;
+    } else {
+        n_pass++;
+    }
+    if (ws) cudaFree(ws);
+    hb_free(&pk); hb_free(&pq);
+    for (int t = 0; t < 5; t++) free(ro.in[t]);
+    hb_free(&Q); hb_free(&K); hb_free(&V); hb_free(&O); hb_free(&Lse); hb_free(&M);
+    free(ro.out);
+    free(ro.lse);
+}
+
+/* API behaviour: rejected calls write nothing; unsupported features say so. */
+static void api_checks(void)
+{
+    const int B = 1, H = 1, L = 64, D = 64;
+    const size_t n = (size_t)B * L * H * D;
+    void *buf[4];
+    for (int t = 0; t < 4; t++) {
+        CK(cudaMalloc(&buf[t], n * 2));
+        CK(cudaMemset(buf[t], 0x3c, n * 2));
+    }
+    void *pkq;
+    CK(cudaMalloc(&pkq, 512 * 64 * 2));
+    CK(cudaMemset(pkq, 0x3c, 512 * 64 * 2));
+    CK(cudaMemset(buf[3], 0xFF, n * 2));
+    dattn_params p;
+    dattn_params_init(&p);
+    p.device = DATTN_DEVICE_CUDA;
+    p.dtype = DATTN_F16;
+    p.batch = B; p.seqlen = L; p.heads = H; p.head_dim = D;
+    dattn_tensor *ts[4] = {&p.q, &p.k, &p.v, &p.out};
+    for (int t = 0; t < 4; t++) {
+        ts[t]->data = buf[t];
+        ts[t]->stride[0] = (int64_t)L * H * D; ts[t]->stride[1] = H * D; ts[t]->stride[2] = D; ts[t]->stride[3] = 1;
+    }
+    p.pk.data = pkq; p.pk.stride[0] = 512 * 64; p.pk.stride[1] = 64; p.pk.stride[2] = 1;
+    p.pq = p.pk;
+    int ok = 1;
+    /* dropout: unsupported for now, nothing written; the workspace query says so too
+     * (the Python layer's probe relies on it) */
+    p.dropout_p = 0.1f;
+    size_t wq = 0;
+    if (dattn_fwd_workspace_size(&p, &wq) != DATTN_UNSUPPORTED) {
+        printf("FAIL api: workspace query with dropout_p > 0 should be UNSUPPORTED\n");
+        ok = 0;
+    }
+    if (dattn_fwd(&p) != DATTN_UNSUPPORTED || !strstr(dattn_last_error(), "dropout")) {
+        printf("FAIL api: dropout_p > 0 should be UNSUPPORTED (%s)\n", dattn_last_error());
+        ok = 0;
+    }
+    p.dropout_p = 0.0f;
+    /* backward: unsupported for now */
+    if (dattn_bwd(&p) == DATTN_OK) {
+        printf("FAIL api: CUDA backward should not succeed yet\n");
+        ok = 0;
+    }
+    /* device support */
+    if (dattn_device_supported(DATTN_DEVICE_CUDA, -1) != DATTN_OK) {
+        printf("FAIL api: device_supported: %s\n", dattn_last_error());
+        ok = 0;
+    }
+    if (dattn_device_supported(DATTN_DEVICE_CUDA, 4096) == DATTN_OK) {
+        printf("FAIL api: device_supported(4096) should fail\n");
+        ok = 0;
+    }
+    /* a masked call needs workspace; without it: INVALID_ARG, nothing written */
+    void *mask;
+    CK(cudaMalloc(&mask, (size_t)B * L));
+    CK(cudaMemset(mask, 1, (size_t)B * L));
+    p.mask.data = mask; p.mask.stride[0] = L; p.mask.stride[1] = 1;
+    size_t wsz = 0;
+    if (dattn_fwd_workspace_size(&p, &wsz) != DATTN_OK || wsz == 0) {
+        printf("FAIL api: masked call should need workspace (%zu)\n", wsz);
+        ok = 0;
+    }
+    if (dattn_fwd(&p) != DATTN_INVALID_ARG) {
+        printf("FAIL api: missing workspace should be INVALID_ARG\n");
+        ok = 0;
+    }
+    uint16_t *h = malloc(n * 2);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(h, buf[3], n * 2, cudaMemcpyDeviceToHost));
+    for (size_t e = 0; e < n; e++)
+        if (h[e] != 0xFFFF) {
+            printf("FAIL api: a rejected call wrote the output\n");
+            ok = 0;
+            break;
+        }
+    /* the build info names CUDA */
+    if (!strstr(dattn_build_info(), "compute capabilities") && !strstr(dattn_build_info(), "sm_")) {
+        printf("FAIL api: build info without CUDA archs: %s\n", dattn_build_info());
+        ok = 0;
+    }
+    free(h);
+    cudaFree(mask);
+    for (int t = 0; t < 4; t++) cudaFree(buf[t]);
+    cudaFree(pkq);
+    if (ok) n_pass++;
+    else n_fail++;
+}
+
+/* Same call twice: bitwise identical. */
+static void determinism(uint64_t seed)
+{
+    tcase t = base_case(DATTN_F16, 64, 2, 3, 777);
+    t.mask = MASK_HOLES;
+    run_out a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    run_case(&t, seed, &a, NULL);
+    run_case(&t, seed, &b, NULL);
+    if (a.out && b.out && (memcmp(a.out, b.out, a.out_bytes) || memcmp(a.lse, b.lse, a.lse_bytes))) {
+        printf("FAIL determinism: two identical calls differ\n");
+        n_fail++;
+    } else {
+        n_pass++;
+    }
+    free(a.out); free(a.lse); free(b.out); free(b.lse);
+    for (int k = 0; k < 5; k++) {
+        free(a.in[k]);
+        free(b.in[k]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
+    }
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        printf("no CUDA device: skipped\n");
+        return 77;
+    }
+    if (dattn_device_supported(DATTN_DEVICE_CUDA, -1) != DATTN_OK) {
+        printf("CUDA device not supported (%s): skipped\n", dattn_last_error());
+        return 77;
+    }
+    if (!seed) {
+        FILE *f = fopen("/dev/urandom", "rb");
+        if (!f || fread(&seed, sizeof seed, 1, f) != 1) seed = 12345;
+        if (f) fclose(f);
+        seed %= 1000000007ull;
+    }
+    printf("test_cuda_fwd: seed %llu (--seed to repeat), reference: %s\n", (unsigned long long)seed,
+           ref64_fwd_row ? "ref64" : "local float64");
+    uint64_t cs = seed;
+#define NEXT (cs = cs * 6364136223846793005ull + 1442695040888963407ull)
+
+    api_checks();
+
+    if (quick) {
+        /* small shapes for compute-sanitizer: every path once */
+        const int dts[2] = {DATTN_F16, DATTN_BF16};
+        for (int di = 0; di < 3; di++) {
+            const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+            for (int k = 0; k < 2; k++) {
+                tcase t = base_case(dts[k], D, 2, 2, 150);
+                t.mask = k ? MASK_HOLES : MASK_RIGHT;
+                set_pos(&t, 2);
+                run_case(&t, NEXT, NULL, NULL);
+                t.force = "small";
+                run_case(&t, NEXT, NULL, NULL);
+            }
+        }
+        tcase t = base_case(DATTN_F16, 64, 3, 2, 200);
+        t.packed = 1;
+        set_pos(&t, 2);
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F32, 64, 2, 1, 70);
+        t.mask = MASK_LEFT;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F16, 64, 2, 1, 70);
+        t.lay = LAY_UNALIGNED;
+        t.padrows = DATTN_PADROWS_ZERO;
+        t.mask = MASK_ALLPAD;
+        run_case(&t, NEXT, NULL, NULL);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
+
+    /* 1. L across tile edges, all rows checked: dtype x D x L, cycling masks, positions,
+     *    terms and padded-row modes. */
+    static const int Ls[] = {1, 2, 7, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1031};
+    const int nL = (int)(sizeof Ls / sizeof Ls[0]);
+    int cyc = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int di = 0; di < 3; di++)
+            for (int li = 0; li < nL; li++, cyc++) {
+                const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+                tcase t = base_case(dti ? DATTN_BF16 : DATTN_F16, D, 2, 2, Ls[li]);
+                t.mask = cyc % MASK_KINDS;
+                set_pos(&t, cyc % 3);
+                t.pos_att = (cyc / 3) % 4 == 0 ? 3 : (cyc / 3) % 4;
+                t.padrows = (cyc / 2) % 2;
+                if (cyc % 5 == 4) t.lay = LAY_FUSED;
+                run_case(&t, NEXT, NULL, NULL);
+            }
+    /* 2. each term alone and all, every position kind, both tile configurations */
+    for (int pk = 0; pk < 3; pk++)
+        for (int pa = 0; pa < 4; pa++)
+            for (int f = 0; f < 2; f++) {
+                tcase t = base_case(DATTN_F16, 64, 2, 2, pk == 2 ? 700 : 300);
+                set_pos(&t, pk);
+                t.pos_att = pa;
+                t.mask = MASK_RIGHT;
+                t.force = f ? "small" : NULL;
+                run_case(&t, NEXT, NULL, NULL);
+            }
+    /* 3. masks x padded-row modes x layouts, D = 64 */
+    for (int m = 0; m < MASK_KINDS; m++)
+        for (int pr = 0; pr < 2; pr++)
+            for (int lay = 0; lay < 3; lay++) {
+                tcase t = base_case(m % 2 ? DATTN_BF16 : DATTN_F16, 64, 3, 2, 333);
+                t.mask = m;
+                t.padrows = pr;
+                t.lay = lay;
+                set_pos(&t, 2);
+                run_case(&t, NEXT, NULL, NULL);
+            }
+    /* 4. packed (varlen), including max_seqlen > longest sequence */
+    for (int k = 0; k < 8; k++) {
+        const int D = k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128;
+        tcase t = base_case(k % 2 ? DATTN_BF16 : DATTN_F16, D, 5, 2, k < 4 ? 300 : 1100);
+        t.packed = 1;
+        set_pos(&t, k % 3);
+        t.maxlen_short = k % 4 == 3;
+        t.lay = k == 5 ? LAY_FUSED : k == 6 ? LAY_UNALIGNED : LAY_CONTIG;
+        t.force = k == 7 ? "small" : NULL;
+        run_case(&t, NEXT, NULL, NULL);
+    }
+    for (int k = 0; k < 4; k++) packed_vs_padded(k % 2 ? DATTN_BF16 : DATTN_F16, k < 2 ? 64 : 128, k % 2 ? 700 : 260, k % 3, NEXT);
+    /* 5. fp32 (IEEE and TF32 mode), other head dims on the simple path, forced paths */
+    for (int k = 0; k < 6; k++) {
+        const int D = k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128;
+        tcase t = base_case(DATTN_F32, D, 2, 2, k < 3 ? 65 : 257);
+        t.math = k % 2;
+        t.mask = k % MASK_KINDS;
+        set_pos(&t, k % 3);
+        run_case(&t, NEXT, NULL, NULL);
+    }
+    {
+        tcase t = base_case(DATTN_F16, 48, 2, 2, 200);
+        t.mask = MASK_HOLES;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_BF16, 256, 1, 2, 130);
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F16, 64, 2, 2, 300);
+        t.force = "simple";
+        t.mask = MASK_LEFT;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_BF16, 64, 3, 5, 200); /* odd B, H */
+        t.mask = MASK_RIGHT;
+        run_case(&t, NEXT, NULL, NULL);
+    }
+    /* 6. longer sequences: all rows at 2049, sampled rows at 8K and 32K */
+    {
+        tcase t = base_case(DATTN_F16, 64, 1, 2, 2049);
+        t.mask = MASK_RIGHT;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_BF16, 64, 2, 2, 8192);
+        t.sample = 48;
+        t.mask = MASK_HOLES;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F16, 128, 1, 2, 8192);
+        t.sample = 32;
+        set_pos(&t, 1);
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F16, 64, 1, 2, 32768);
+        t.sample = 32;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_BF16, 64, 2, 1, 32768);
+        t.sample = 24;
+        t.packed = 1;
+        run_case(&t, NEXT, NULL, NULL);
+        t = base_case(DATTN_F16, 32, 1, 1, 8192);
+        t.sample = 24;
+        t.force = "small";
+        set_pos(&t, 2);
+        run_case(&t, NEXT, NULL, NULL);
+    }
+    determinism(NEXT);
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
+#endif
