@@ -2,13 +2,14 @@
  * instruction-set family by kern_portable.c, kern_avx2.c and kern_avx512.c.
  *
  * The including file defines, before including this one:
- *   ISA_NAME            "portable" | "avx2" | "avx512"
+ *   ISA_NAME, ISA_SUFFIX "portable" | "avx2" | "avx512", and the same as a bare token
  *   KERNELS             the name of the exported dattn_cpu_kernels object
  *   VL, MR, NV          vector length (floats), GEMM micro-tile rows, micro-tile vectors
  *   vf, vi              float / int32 vector types
  *   vzero vset1 vload vstore vadd vsub vmul vfma vmax vhmax vhsum vexp2
- *   vloadi vseti vaddi vmulloi vlanes vgather_n
+ *   vloadi vseti vaddi vsubi vmulloi vlanes vgather_n vpermv vtranspose
  *   cvt_load cvt_store  dtype <-> fp32 rows
+ *   HAVE_SEGADD + segadd_asc vrev vrevi vmaxi0 (optional: vector slot sums, backward)
  *
  * What is computed and how (see also NOTES.md, "CPU kernels"):
  *
@@ -21,10 +22,14 @@
  *   saturated (every r = i - j of the tile >= R, or every r <= -R): c2p is one value per
  *     row (C[i][sat]) and p2c one value per column (P[j][sat]); the GEMM starts its
  *     accumulators at row value + column vector, no gather at all;
- *   band (some |r| < R): the bias tile is gathered, C[i][slot(i-j)] + P[j][slot(i-j)],
- *     with the slots of a row of 16 keys read as one contiguous vector of sneg[];
- * then the online softmax in base 2 (running max m, sum l, rescale factor alpha per row)
- * and O = alpha O + P V. Nothing of size L x L ever exists.
+ *   band (some |r| < R): a bias tile C[i][slot(i-j)] + P[j][slot(i-j)] is built first —
+ *     by window loads and lane permutes when the slot map is monotone with unit steps
+ *     (band_bias_perm), else by gathers (band_bias) — and the GEMM starts from it;
+ * the GEMM epilogue scales to base 2 and records row maxima; then the online softmax
+ * (running max m, sum l, rescale factor alpha per row) and O = alpha O + P V. Nothing of
+ * size L x L ever exists.
+ *
+ * Backward, per pair (one work item): see bwd_pair below and NOTES.md.
  *
  * Every sum has a fixed order that depends only on the shape (GEMM: k ascending in
  * blocks of 256; tiles in key order), never on threads, so results are bitwise
@@ -57,7 +62,7 @@ static inline int64_t kmin(int64_t a, int64_t b) { return a < b ? a : b; }
 /* =============================================================== GEMM micro-kernel
  * C[mr x nv*VL] = init + sum_k A(i, k) B[k][:], A(i, k) = A[i*ars + k*aks].
  * init: zero, the current C, the current C times rs[i], or rs[i] + cv[:].
- * Optional epilogue (last K block only): C *= escale, and rmax[i] = max(rmax[i], max of
+ * Optional epilogue (last K block only): C *= scale, and rmax[i] = max(rmax[i], max of
  * the stored row) — the score GEMM hands the softmax its scaled scores and row maxima. */
 enum { INIT_ZERO = 0, INIT_LOAD = 1, INIT_SCALE = 2, INIT_ROWCOL = 3 };
 
