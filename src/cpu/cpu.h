@@ -59,6 +59,8 @@ typedef struct cpu_pair {
     float *kn;            /* [npad][Dp] K */
     float *vt;            /* [nt][D][bn] V^T */
     float *gp;            /* [npad][Wp]: sum of ds over the (i, j) with slot(i - j) = t */
+    float *gsp, *gsn;     /* [npad]: the saturated tiles' part of gp[j][sat_pos / sat_neg],
+                             kept contiguous and added into gp at the end of the pair */
     float *dk, *dv;       /* [npad][Dp] */
 } cpu_pair;
 

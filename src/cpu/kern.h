@@ -653,13 +653,11 @@ static void scatter_ds(const cpu_plan *pl, cpu_pair *pr, const rowblk *rk, cpu_t
             }
         }
         if (c->p2c) {
-            float *g = pr->gp + j0 * Wp + (sat - pr->tlo_p);
+            float *g = (cls > 0 ? pr->gsp : pr->gsn) + j0;
             for (int64_t jj = 0; jj < bn; jj += VL) {
-                vf acc = vzero();
+                vf acc = vload(g + jj);
                 for (int64_t ii = 0; ii < rk->mb; ii++) acc = vadd(acc, vload(ds + ii * bn + jj));
-                float tmp[VL];
-                vstore(tmp, acc);
-                for (int q = 0; q < VL && jj + q < nb; q++) g[(jj + q) * Wp] += tmp[q];
+                vstore(g + jj, acc);
             }
         }
         return;
@@ -731,7 +729,11 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
     }
     memset(pr->dk, 0, sizeof(float) * (size_t)(pr->npad * Dp));
     memset(pr->dv, 0, sizeof(float) * (size_t)(pr->npad * Dp));
-    if (c->p2c) memset(pr->gp, 0, sizeof(float) * (size_t)(pr->npad * pr->Wp));
+    if (c->p2c) {
+        memset(pr->gp, 0, sizeof(float) * (size_t)(pr->npad * pr->Wp));
+        memset(pr->gsp, 0, sizeof(float) * (size_t)pr->npad);
+        memset(pr->gsn, 0, sizeof(float) * (size_t)pr->npad);
+    }
     if (dpk_part) memset(dpk_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
     if (dpq_part) memset(dpq_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
 
@@ -858,6 +860,11 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
 
     if (c->p2c && n > 0) {
         const int64_t Wreal = pr->Wreal_p;
+        const int64_t tp = pl->sm->sat_pos - pr->tlo_p, tn = pl->sm->sat_neg - pr->tlo_p;
+        for (int64_t j = 0; j < n; j++) { /* saturated tiles only exist when in range */
+            if (tp >= 0 && tp < Wreal) pr->gp[j * pr->Wp + tp] += pr->gsp[j];
+            if (tn >= 0 && tn < Wreal) pr->gp[j * pr->Wp + tn] += pr->gsn[j];
+        }
         const float *pqn = pl->pqn + (pr->h * pl->S2 + pr->tlo_p) * Dp;
         gemm(n, Dp, Wreal, pr->gp, pr->Wp, 1, pqn, Dp, pr->dk, Dp, INIT_LOAD, NULL, NULL);
         gemm(Wreal, Dp, n, pr->gp, 1, pr->Wp, pr->kn, Dp, dpq_part + pr->tlo_p * Dp, Dp, INIT_LOAD,

@@ -114,7 +114,11 @@ void dattn_cpu_pair_layout(const cpu_plan *pl, cpu_pair *pr, dattn_arena *a, int
     if (bwd) {
         pr->kn = TAKE(a, float, npad * pl->Dp);
         pr->vt = TAKE(a, float, nt * pl->D * pl->bn);
-        if (c->p2c) pr->gp = TAKE(a, float, npad * Wmax + 16);
+        if (c->p2c) {
+            pr->gp = TAKE(a, float, npad * Wmax + 16);
+            pr->gsp = TAKE(a, float, npad);
+            pr->gsn = TAKE(a, float, npad);
+        }
         pr->dk = TAKE(a, float, npad * pl->Dp);
         pr->dv = TAKE(a, float, npad * pl->Dp);
     }
