@@ -451,24 +451,6 @@ static void band_bias_perm(const cpu_plan *pl, const cpu_pair *pr, const rowblk 
     }
 }
 
-/* Prefetches (into L2) the p2c table windows that band_bias_perm will read for key
- * tile jt: they are scattered over 64 rows of a table that lives in L3, and the
- * prefetch overlaps their latency with the current tile's GEMMs. */
-static void prefetch_band(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, int64_t jt)
-{
-    if (!pl->c->p2c || !pl->unit_steps || jt >= pr->nt || !pr->tany[jt]) return;
-    const int64_t bn = pl->bn, j0 = jt * bn, nb = kmin(bn, pr->n - j0);
-    if (tile_class(pl, rk->i0, rk->mb, j0, nb) != 0) return;
-    for (int64_t jj = 0; jj < nb; jj++) {
-        const int64_t j = j0 + jj;
-        const int32_t lo = dattn_slotmap_get(pl->sm, rk->i0 - j);
-        const int32_t hi = dattn_slotmap_get(pl->sm, rk->i0 + rk->mb - 1 - j);
-        const char *a = (const char *)(pr->ptab + j * pr->Wp + (lo - pr->tlo_p));
-        const char *e = (const char *)(pr->ptab + j * pr->Wp + (hi - pr->tlo_p) + 15);
-        for (; a <= e; a += 64) __builtin_prefetch(a, 0, 2);
-    }
-}
-
 /* S = (bias + Q K^T) * c2 for rows of the block x key tile jt (scores in base-2 units);
  * with rmax != NULL also the running row maxima. */
 static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, cpu_tbuf *tb,
@@ -542,7 +524,6 @@ static void KCAT(fwd_rows, ISA_SUFFIX)(const cpu_plan *pl, const cpu_pair *pr, i
             int cls;
             for (int64_t ii = 0; ii < bm; ii += VL) vstore(tb->rmax + ii, vset1(-INFINITY));
             score_tile(pl, pr, &rk, tb, jt, &cls, tb->rmax);
-            prefetch_band(pl, pr, &rk, jt + 1);
             /* online softmax in base 2: new maxima and rescale factors, VL rows at a time
              * (a row whose maximum is still -inf has only -inf scores: any finite
              * reference gives it p = 0 and alpha = 0) */
@@ -770,8 +751,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
                 const int64_t j0 = jt * bn, nb = kmin(bn, n - j0);
                 int cls;
                 score_tile(pl, pr, &rk, tb, jt, &cls, NULL);
-                prefetch_band(pl, pr, &rk, jt + 1);
-                /* dP = dO V^T */
+                    /* dP = dO V^T */
                 gemm(rk.mb, bn, D, tb->dout, Dp, 1, pr->vt + jt * D * bn, bn, tb->dp, bn, INIT_ZERO,
                      NULL, NULL);
                 if (drop) keep_tile(pl, pr, &rk, j0, nb, tb->keep);
