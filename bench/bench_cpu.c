@@ -1,8 +1,10 @@
 /* Times dattn's CPU forward and backward on one shape (DeBERTa-v3-base settings:
  * position_buckets 256, max_relative_positions 512, c2p|p2c, fp32 unless told).
  *
- *   make bench-cpu            (builds build/bench_cpu)
+ *   make && cc -std=c11 -O2 -D_GNU_SOURCE -Iinclude bench/bench_cpu.c build/libdattn.so \
+ *        -Wl,-rpath,$PWD/build -lm -o build/bench_cpu
  *   build/bench_cpu L B [H=12] [D=64] [threads=0] [reps=5] [dtype=f32|f16|bf16] [bwd=1]
+ *                   [dropout_p=0]
  *
  * Prints one JSON line: median and min seconds of forward and of backward (wall clock;
  * and the minimum process CPU time, which on a shared machine is the steadier figure
@@ -82,7 +84,8 @@ static void set4(dattn_tensor *t, void *data, int64_t s0, int64_t s1, int64_t s2
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s L B [H] [D] [threads] [reps] [f32|f16|bf16] [bwd 0|1]\n", argv[0]);
+        fprintf(stderr, "usage: %s L B [H] [D] [threads] [reps] [f32|f16|bf16] [bwd 0|1] [dropout_p]\n",
+                argv[0]);
         return 2;
     }
     int64_t L = atoll(argv[1]), B = atoll(argv[2]);
@@ -91,6 +94,7 @@ int main(int argc, char **argv)
     int dtype = DATTN_F32;
     if (argc > 7) dtype = !strcmp(argv[7], "f16") ? DATTN_F16 : !strcmp(argv[7], "bf16") ? DATTN_BF16 : DATTN_F32;
     int do_bwd = argc > 8 ? atoi(argv[8]) : 1;
+    float drop = argc > 9 ? (float)atof(argv[9]) : 0.0f;
     const int64_t S = 256;
     size_t n = (size_t)(B * L * H * D), nt = (size_t)(H * 2 * S * D);
 
@@ -102,6 +106,8 @@ int main(int argc, char **argv)
     p.seqlen = L;
     p.heads = H;
     p.head_dim = D;
+    p.dropout_p = drop;
+    p.dropout_seed = 0x5eed;
     void *q = fill(n, dtype), *k = fill(n, dtype), *v = fill(n, dtype), *o = fill(n, dtype);
     void *pk = fill(nt, dtype), *pq = fill(nt, dtype);
     float *lse = malloc(sizeof(float) * (size_t)(B * H * L));

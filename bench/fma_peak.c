@@ -1,6 +1,6 @@
 /* fp32 FMA peak of this machine's cores, measured.
  *
- *   cc -O2 -fopenmp -mavx512f -mfma bench/fma_peak.c -o build/fma_peak   (see bench/Makefile.inc)
+ *   cc -O2 -fopenmp bench/fma_peak.c -o build/fma_peak   (bench/bench_cpu.py does this)
  *   build/fma_peak [threads] [seconds]
  *
  * Each thread runs independent chains of vector FMAs (enough of them to hide the FMA

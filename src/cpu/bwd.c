@@ -32,7 +32,8 @@ size_t dattn_cpu_bwd_workspace(const dattn_call *c)
     return a.used + (size_t)(c->c2p + c->p2c) * parts;
 }
 
-/* dst[h] = sum over b of part[b*H + h], in b order, stored in the output dtype. */
+/* dst[h] = sum over b of part[b*H + h], in b order, stored in the output dtype; rows
+ * (slots) outside [smin, smax] no pair could reach: zeros. */
 static void reduce_tables(const cpu_plan *pl, const float *part, const dattn_tensor *dst, int nt)
 {
     const dattn_call *c = pl->c;
@@ -46,7 +47,7 @@ static void reduce_tables(const cpu_plan *pl, const float *part, const dattn_ten
         int64_t h = hr / rows, r = hr % rows;
         float acc[256];
         for (int64_t d = 0; d < D; d++) acc[d] = 0.0f;
-        for (int64_t b = 0; b < c->B; b++) {
+        for (int64_t b = 0; b < c->B && r >= pl->smin && r <= pl->smax; b++) {
             const float *src = part + (b * c->H + h) * per + r * Dp;
             for (int64_t d = 0; d < D; d++) acc[d] += src[d];
         }

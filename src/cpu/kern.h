@@ -715,8 +715,10 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
         memset(pr->gsp, 0, sizeof(float) * (size_t)pr->npad);
         memset(pr->gsn, 0, sizeof(float) * (size_t)pr->npad);
     }
-    if (dpk_part) memset(dpk_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
-    if (dpq_part) memset(dpq_part, 0, sizeof(float) * (size_t)(pl->S2 * Dp));
+    /* only the call's slots [smin, smax] are ever touched (reduce_tables zeroes the rest) */
+    const size_t part_off = (size_t)(pl->smin * Dp), part_len = (size_t)((pl->smax - pl->smin + 1) * Dp);
+    if (dpk_part) memset(dpk_part + part_off, 0, sizeof(float) * part_len);
+    if (dpq_part) memset(dpq_part + part_off, 0, sizeof(float) * part_len);
 
     const vf vis = vset1(pl->inv_scale);
     const int64_t nrb = (n + bm - 1) / bm;

@@ -85,15 +85,22 @@ void dattn_cpu_plan_fill(cpu_plan *pl, int nthreads)
         float *tr = (float *)(which == 0 ? pl->pkt : pl->pqt) + h * D * W2;
         float *nat = (float *)(which == 0 ? pl->pkn : pl->pqn);
         if (nat) nat += h * S2 * Dp;
-        float row[256];
+        /* only the slots this call can see; 16 rows at a time so that the transposed
+         * writes are contiguous */
+        float blk[16][256];
         memset(tr, 0, sizeof(float) * (size_t)(D * W2));
-        for (int64_t r = 0; r < S2; r++) {
-            dattn_load_row(row, dattn_ptr(t, h * t->stride[0] + r * t->stride[1], es), p->dtype, D);
-            for (int64_t d = 0; d < D; d++) tr[d * W2 + r] = row[d];
-            if (nat) {
-                memcpy(nat + r * Dp, row, sizeof(float) * (size_t)D);
-                memset(nat + r * Dp + D, 0, sizeof(float) * (size_t)(Dp - D));
+        for (int64_t r0 = pl->smin; r0 <= pl->smax; r0 += 16) {
+            const int64_t nr = pl->smax - r0 + 1 < 16 ? pl->smax - r0 + 1 : 16;
+            for (int64_t k = 0; k < nr; k++) {
+                const int64_t r = r0 + k;
+                dattn_load_row(blk[k], dattn_ptr(t, h * t->stride[0] + r * t->stride[1], es), p->dtype, D);
+                if (nat) {
+                    memcpy(nat + r * Dp, blk[k], sizeof(float) * (size_t)D);
+                    memset(nat + r * Dp + D, 0, sizeof(float) * (size_t)(Dp - D));
+                }
             }
+            for (int64_t d = 0; d < D; d++)
+                for (int64_t k = 0; k < nr; k++) tr[d * W2 + r0 + k] = blk[k][d];
         }
     }
 }
