@@ -58,6 +58,7 @@
  */
 #include "tprob.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -277,17 +278,33 @@ static void sweep_misc(void)
 }
 
 /* 9. Exact rounding: with identical keys (exact small-integer dot products) every
- * attended key gets probability exactly 1/n (n a power of two), so out and dv are exact
- * means, computed exactly in fp32 whatever the summation order; the stored result must
- * then be that mean rounded to nearest-even in the storage dtype, bit for bit. Catches
- * truncating or double-rounding fp32 -> fp16/bf16 conversions, which the tolerance
- * alone (A = 1: up to one ulp) would let through. */
+ * attended key gets probability exactly 1/n (n a power of two), so out is an exact mean,
+ * computed exactly in fp32 whatever the summation order (the forward normalizes by the
+ * row sum, exactly n); the stored result must then be that mean rounded to nearest-even
+ * in the storage dtype, bit for bit. Catches truncating or double-rounding fp32 ->
+ * fp16/bf16 conversions, which the tolerance alone (A = 1: up to one ulp) would let
+ * through (the kernels store dq/dk/dv/dpk/dpq through the same conversion).
+ * dv is held to one ulp of fp16/bf16 here, not bit-exactness: the backward recomputes
+ * p = exp(s - lse) from the stored fp32 lse = log(n) (itself rounded), so p is 1/n only to
+ * the exp's last bits; in fp32 storage those bits, amplified by cancellation in the sum,
+ * exceed an ulp of the result, so fp32 dv is left to the general tolerance. */
 static double grid(int bits, int shift)
 {
     int64_t m;
     do m = trng_int(&rng, 2 * ((int64_t)1 << bits) + 1) - ((int64_t)1 << bits);
     while (m == 0);
     return (double)m / (double)((int64_t)1 << shift);
+}
+
+/* got is the exact value x rounded to nearest-even in dtype, or one of its two
+ * neighbours there. */
+static int within_ulp(int32_t dtype, double got, double x)
+{
+    double r = tu_round(dtype, x);
+    if (got == r) return 1;
+    int bits = dtype == DATTN_F32 ? 24 : dtype == DATTN_F16 ? 11 : 8, e;
+    frexp(r != 0.0 ? r : x, &e); /* |r| in [2^(e-1), 2^e): one ulp is 2^(e - bits) */
+    return fabs(got - r) <= ldexp(1.0, e - bits);
 }
 
 static void sweep_exact(void)
@@ -345,12 +362,12 @@ static void sweep_exact(void)
                                 }
                                 int64_t e = ((b * L + i) * H + h) * D + dd;
                                 bad_o += tview_get(&P.out, e) != tu_round(c.dtype, sum / cnt);
-                                bad_v += tview_get(&P.dv, e) != tu_round(c.dtype, g);
+                                bad_v += c.dtype != DATTN_F32 && !within_ulp(c.dtype, tview_get(&P.dv, e), g);
                             }
                         }
                 tu_check(bad_o == 0, "%s %s: %lld out values are not the exact mean rounded to nearest even",
                          P.name, isas[f], (long long)bad_o);
-                tu_check(bad_v == 0, "%s %s: %lld dv values are not the exact sum rounded to nearest even",
+                tu_check(bad_v == 0, "%s %s: %lld dv values are more than one ulp from the exact sum",
                          P.name, isas[f], (long long)bad_v);
             }
             tu_set_isa(NULL);
