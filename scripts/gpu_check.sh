@@ -57,7 +57,7 @@ step() {
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "command: sh scripts/gpu_check.sh $*"
-  echo "git: $(git rev-parse HEAD 2>/dev/null || echo none)"
+  echo "git: $(git rev-parse HEAD 2>/dev/null || cat GIT_COMMIT 2>/dev/null || echo none)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
   nvcc --version 2>&1 | tail -1
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
@@ -67,7 +67,7 @@ cat "$OUT/env.txt" >>"$LOG"
 
 # 1. build (resource usage of every kernel goes to build.log)
 step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
-grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_simple" >"$OUT/resources.txt" 2>/dev/null
+grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
 
 # 2. SASS: tensor-core instructions present, no local memory
 (
@@ -82,7 +82,7 @@ grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\
 rc=$?; cat "$OUT/sass.txt" >>"$LOG"
 printf '%-28s %-14s\n' "sass(HMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
 
-# 3. CUDA C tests (full sweep) and the CPU suite sanity
+# 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
 for t in build/tests/test_cuda_*; do
   case $t in *.o) continue ;; esac
   if [ $QUICK -eq 1 ]; then step "$(basename "$t") --quick" 120 "$t" --quick
@@ -90,27 +90,37 @@ for t in build/tests/test_cuda_*; do
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
 
+# 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward
+if [ $SAN -eq 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+  for tool in memcheck racecheck initcheck synccheck; do
+    lim=90; [ $tool = racecheck ] && lim=150
+    for t in test_cuda_bwd test_cuda_fwd; do
+      [ -x build/tests/$t ] || continue
+      step "san-$tool($t)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+        build/tests/$t --quick --seed 7
+    done
+  done
+fi
+
 # 6. benchmarks
 if [ $BENCH -eq 1 ]; then
   step bench 240 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
 fi
 
-# 4. compute-sanitizer on small shapes
-if [ $SAN -eq 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
-  for tool in memcheck racecheck initcheck synccheck; do
-    lim=60; [ $tool = racecheck ] && lim=120
-    step "sanitizer-$tool" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
-      build/tests/test_cuda_fwd --quick --seed 7
-  done
-fi
-
-# 5. pytest on CUDA (the Python layer's suite, when present). Where the backend has no
-#    backward on the device yet, the tests check the forward and report SKIPPED for the
-#    gradient part (tests/python/conftest.py), so any failure here is a real one.
+# 5. pytest on CUDA (the Python layer's suite, when present): forward and, now that the
+#    CUDA backward exists, gradients (tests/python/conftest.py asks the library whether the
+#    backward runs on the device; where it would not, the gradient part is SKIPPED).
 if [ -d tests/python ]; then
   step "pytest(cuda)" 300 env DATTN_LIBRARY="$(pwd)/build/libdattn.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
     python3 -m pytest -q -rfEs -k cuda -p no:cacheprovider tests/python
   grep -E "^[0-9]+ (passed|failed)" "$LOG" | tail -1 >>"$SUMMARY"
+fi
+
+# 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
+if [ -d python/dattn ]; then
+  step "bwd-bench" 100 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+    PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
+    $([ $QUICK -eq 1 ] && echo --quick)
 fi
 
 # 6b. the README main job on the GPU (python -m dattn demo: v3-base-shaped model, dattn vs
@@ -132,7 +142,7 @@ out, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 env = open(os.path.join(out, "env.txt")).read()
 steps = open(os.path.join(out, "summary.txt")).read().splitlines()
 j = dict(env=env, steps=steps, seconds=t1 - t0)
-for name in ("bench", "parity"):
+for name in ("bench", "parity", "bwd_bench"):
     b = os.path.join(out, name + ".json")
     if os.path.exists(b):
         j[name] = json.load(open(b))
@@ -140,6 +150,7 @@ json.dump(j, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 EOF
 echo
 sed -n '/^shape /,/^==== bench:/p' "$LOG" | grep -v '^===='
+grep -E "^B= *[0-9]+ L=" "$LOG"
 echo "==== summary ($((t_end - t_start))s)"
 cat "$SUMMARY"
 if grep -q "FAIL\|TIMEOUT" "$SUMMARY"; then exit 1; fi

@@ -20,7 +20,8 @@
  * (varlen) and packed == padded bitwise, fused-qkv and padded strides, unaligned rows
  * (simple kernel), each term alone, linear / v3 log / small log (saturation at short L)
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
- * errors (workspace, dropout, backward). --quick: a small subset (compute-sanitizer).
+ * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
+ * --quick: a small subset (compute-sanitizer).
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -707,22 +708,19 @@ static void api_checks(void)
     p.pk.data = pkq; p.pk.stride[0] = 512 * 64; p.pk.stride[1] = 64; p.pk.stride[2] = 1;
     p.pq = p.pk;
     int ok = 1;
-    /* dropout: unsupported for now, nothing written; the workspace query says so too
-     * (the Python layer's probe relies on it) */
+    /* dropout runs on CUDA (test_cuda_bwd checks its values and masks): the workspace
+     * query accepts it (the Python layer's probe relies on that) */
     p.dropout_p = 0.1f;
     size_t wq = 0;
-    if (dattn_fwd_workspace_size(&p, &wq) != DATTN_UNSUPPORTED) {
-        printf("FAIL api: workspace query with dropout_p > 0 should be UNSUPPORTED\n");
-        ok = 0;
-    }
-    if (dattn_fwd(&p) != DATTN_UNSUPPORTED || !strstr(dattn_last_error(), "dropout")) {
-        printf("FAIL api: dropout_p > 0 should be UNSUPPORTED (%s)\n", dattn_last_error());
+    if (dattn_fwd_workspace_size(&p, &wq) != DATTN_OK) {
+        printf("FAIL api: workspace query with dropout_p > 0 should be OK (%s)\n", dattn_last_error());
         ok = 0;
     }
     p.dropout_p = 0.0f;
-    /* backward: unsupported for now */
-    if (dattn_bwd(&p) == DATTN_OK) {
-        printf("FAIL api: CUDA backward should not succeed yet\n");
+    /* backward runs on CUDA (test_cuda_bwd); this one lacks lse, dout and the gradients:
+     * INVALID_ARG, nothing written */
+    if (dattn_bwd(&p) != DATTN_INVALID_ARG) {
+        printf("FAIL api: malformed CUDA backward should be INVALID_ARG (%s)\n", dattn_last_error());
         ok = 0;
     }
     /* device support */

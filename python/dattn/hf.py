@@ -49,8 +49,9 @@ MODES = ("auto", "padded", "packed")
 
 # Device types on which dattn applies attention dropout itself in training. Elsewhere a
 # training step with attention dropout > 0 runs transformers' forward. The CUDA kernels
-# have no dropout yet: add "cuda" here the day they do.
-DROPOUT_DEVICES = frozenset({"cpu"})
+# apply dattn.h's dropout mask in forward and backward (tests/test_cuda_bwd.c checks it
+# against the CPU backend bit for bit).
+DROPOUT_DEVICES = frozenset({"cpu", "cuda"})
 
 
 def _hf_classes():

@@ -1,5 +1,6 @@
-/* Shared by the CUDA forward kernels and their launcher: the kernel argument block
- * (passed by value as a __grid_constant__ parameter), the slot lookup, addressing. */
+/* Shared by the CUDA kernels and their launcher: the kernel argument blocks (passed by
+ * value as __grid_constant__ parameters), the slot lookup, addressing, element loads and
+ * stores, and the dropout RNG. */
 #ifndef DATTN_CUDA_COMMON_CUH
 #define DATTN_CUDA_COMMON_CUH
 
@@ -37,6 +38,9 @@ typedef struct dattn_fwd_args {
     int32_t S, lin, R, sat_pos, sat_neg, nlog; /* slot map (see dev_slot) */
     float sl2;                /* log2(e) / scale */
     float logL;               /* logf(L): lse of HF padded rows */
+    /* dropout (dattn.h DROPOUT): keep iff Philox word >= drop_thr; drop_thr 0 = off */
+    uint32_t drop_thr, drop_k0, drop_k1, drop_c3; /* threshold, key, counter word 3 */
+    float drop_scale;         /* 1 / (1 - dropout_p) */
     uint16_t tab[DATTN_CUDA_TAB_MAX]; /* slot(r), lin < r < R at [r-lin-1]; -R < r < -lin at
                                          [nlog + (-r)-lin-1] */
 } dattn_fwd_args;
@@ -62,6 +66,81 @@ DATTN_DEV void dev_seq(const dattn_fwd_args &a, int b, int &tok0, int &len)
         tok0 = 0;
         len = a.L;
     }
+}
+
+/* DT: 0 fp32, 1 fp16, 2 bf16 */
+template <int DT>
+DATTN_DEV float ld_el(const void *p, int64_t i)
+{
+    if (DT == 0) return ((const float *)p)[i];
+    return h2f<DT == 2>(((const uint16_t *)p)[i]);
+}
+
+template <int DT>
+DATTN_DEV void st_el(void *p, int64_t i, float x)
+{
+    if (DT == 0) ((float *)p)[i] = x;
+    else ((uint16_t *)p)[i] = f2h<DT == 2>(x);
+}
+
+/* Philox4x32-10, exactly dattn_philox4x32() of src/dattn.c. */
+DATTN_DEV void dev_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                          uint32_t k1, uint32_t &o0, uint32_t &o1, uint32_t &o2, uint32_t &o3)
+{
+#pragma unroll 1
+    for (int round = 0; round < 10; round++) {
+        const uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        const uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        const uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c1 = lo1;
+        c3 = lo0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    o0 = c0;
+    o1 = c1;
+    o2 = c2;
+    o3 = c3;
+}
+
+/* Keep decision of attention probability (b, h, i, j) (positions inside the sequence),
+ * as dattn_dropout_keep(): counter (j >> 2, i, b*H + h, lo32(offset)), word j & 3. */
+DATTN_DEV int dev_keep(const dattn_fwd_args &a, int b, int h, int i, int j)
+{
+    uint32_t o0, o1, o2, o3;
+    dev_philox((uint32_t)j >> 2, (uint32_t)i, (uint32_t)b * (uint32_t)a.H + (uint32_t)h, a.drop_c3,
+               a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+    const uint32_t x = (j & 2) ? ((j & 1) ? o3 : o2) : ((j & 1) ? o1 : o0);
+    return x >= a.drop_thr;
+}
+
+/* Everything a backward kernel reads besides the forward block: dout, the gradients,
+ * their strides and the workspace regions (see launch.cu, bwd workspace). Row (b, i, h)
+ * of a workspace row array sits at ws_row(): (b*H + h)*L + i padded, h*T + tok0 + i
+ * packed. */
+typedef struct dattn_bwd_args {
+    dattn_fwd_args f;         /* q, k, v, pk, pq, out, lse, mask, cu, slot map, dropout */
+    const void *dout;
+    void *dq, *dk, *dv, *dpk, *dpq;
+    float *di;                /* [rows] D_i = dout_i . out_i */
+    float *rsat;              /* [rows][2] row sums of ds/scale over r >= R, r <= -R (c2p) */
+    float *csat;              /* [rows][2] column sums of the same (p2c) */
+    float *ppk, *ppq;         /* [B*H][2S][D] per-(sequence, head) table gradient partials */
+    int64_t do_sb, do_sl, do_sh;
+    int64_t dq_sb, dq_sl, dq_sh;
+    int64_t dk_sb, dk_sl, dk_sh;
+    int64_t dv_sb, dv_sl, dv_sh;
+    int64_t dpk_sh, dpk_ss, dpq_sh, dpq_ss;
+    int64_t T;                /* packed: total tokens */
+    float inv_scale;          /* 1 / scale */
+} dattn_bwd_args;
+
+DATTN_DEV int64_t ws_row(const dattn_bwd_args &A, int b, int h, int tok0, int i)
+{
+    if (A.f.packed) return (int64_t)h * A.T + tok0 + i;
+    return ((int64_t)b * A.f.H + h) * A.f.L + i;
 }
 
 #endif

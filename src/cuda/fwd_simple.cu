@@ -4,7 +4,10 @@
  * p2c, each a length-D fp32 dot product), online softmax, each lane owning D/32 output
  * columns for P*V. It is the path for fp32 inputs, for head dims without a tensor-core
  * instance and for tensors whose rows are not 16-byte aligned; it is also the readable
- * reference the tensor-core kernel is compared with in the GPU tests. */
+ * reference the tensor-core kernel is compared with in the GPU tests.
+ * Dropout (a.drop_thr != 0): the row sum l runs over every probability, P*V over the kept
+ * ones, and the result is scaled by 1/(1-p) (as the CPU backend); HF padded rows are
+ * computed here, per row, as the kept-mask mean of v over all len keys. */
 #include "common.cuh"
 
 #include <cuda_runtime.h>
@@ -12,21 +15,6 @@
 #define SIMPLE_ROWS 8  /* query rows (warps) per block */
 #define SIMPLE_KC 32   /* keys per chunk */
 #define SIMPLE_DMAX 256
-
-/* DT: 0 fp32, 1 fp16, 2 bf16 */
-template <int DT>
-DATTN_DEV float ld_el(const void *p, int64_t i)
-{
-    if (DT == 0) return ((const float *)p)[i];
-    return h2f<DT == 2>(((const uint16_t *)p)[i]);
-}
-
-template <int DT>
-DATTN_DEV void st_el(void *p, int64_t i, float x)
-{
-    if (DT == 0) ((float *)p)[i] = x;
-    else ((uint16_t *)p)[i] = f2h<DT == 2>(x);
-}
 
 template <int DT>
 DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
@@ -55,8 +43,10 @@ DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
     }
     const int i = i0 + w;
     const int rv = i < len && (!mrow || mrow[(int64_t)i * a.m_sl] != 0);
+    /* an HF padded row under dropout: its own kept-mask mean over all len keys */
+    const int pdrop = !rv && i < len && a.hf && a.drop_thr != 0;
     int kv_lo = 0, kv_hi = len;
-    if (a.kvr) {
+    if (a.kvr && !(a.hf && a.drop_thr != 0)) { /* padded rows need every key then */
         kv_lo = a.kvr[2 * b];
         kv_hi = a.kvr[2 * b + 1];
     }
@@ -106,12 +96,13 @@ DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
             const float mnew = fmaxf(m, cm);
             const float muse = mnew == __int_as_float(0xff800000) ? 0.f : mnew;
             const float alpha = exp2f(m - muse);
-            const float p = exp2f(x - muse);
+            float p = exp2f(x - muse);
             float ps = p;
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, o);
             l = l * alpha + ps;
             m = mnew;
+            if (a.drop_thr && kvalid && !dev_keep(a, b, h, i, j)) p = 0.f; /* after the sum */
 #pragma unroll
             for (int t = 0; t < SIMPLE_DMAX / 32; t++) acc[t] *= alpha;
             for (int jj = 0; jj < SIMPLE_KC; jj++) {
@@ -122,6 +113,16 @@ DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
                         if (lane + 32 * t < D) acc[t] = fmaf(pj, vs[jj * DP + lane + 32 * t], acc[t]);
                 }
             }
+        } else if (pdrop) {
+            const int j = n0 + lane;
+            uint32_t kb = __ballot_sync(0xffffffffu, j < len && dev_keep(a, b, h, i, j));
+            while (kb) {
+                const int jj = __ffs(kb) - 1;
+                kb &= kb - 1;
+#pragma unroll
+                for (int t = 0; t < SIMPLE_DMAX / 32; t++)
+                    if (lane + 32 * t < D) acc[t] += vs[jj * DP + lane + 32 * t];
+            }
         }
         __syncthreads();
     }
@@ -129,11 +130,14 @@ DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
     if (i >= len) return;
     const int64_t oo = (int64_t)b * a.o_sb + (int64_t)(tok0 + i) * a.o_sl + (int64_t)h * a.o_sh;
     const float *vm = (a.hf && a.vmean) ? a.vmean + ((int64_t)b * a.H + h) * D : (const float *)0;
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float dsc = a.drop_thr ? a.drop_scale : 1.f;
+    const float inv = l > 0.f ? dsc / l : 0.f;
+    const float pinv = dsc / (float)len; /* HF padded row under dropout */
 #pragma unroll
     for (int t = 0; t < SIMPLE_DMAX / 32; t++) {
         const int d = lane + 32 * t;
-        if (d < D) st_el<DT>(a.out, oo + d, rv ? acc[t] * inv : (vm ? vm[d] : 0.f));
+        if (d < D)
+            st_el<DT>(a.out, oo + d, rv ? acc[t] * inv : pdrop ? acc[t] * pinv : (vm ? vm[d] : 0.f));
     }
     if (a.lse && lane == 0)
         a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + i) * a.l_sl] =
@@ -149,6 +153,60 @@ DATTN_DEV void fwd_simple_body(const dattn_fwd_args &a)
 SIMPLE_KERNEL(dattn_fwd_simple_f32, 0)
 SIMPLE_KERNEL(dattn_fwd_simple_f16, 1)
 SIMPLE_KERNEL(dattn_fwd_simple_bf16, 2)
+
+/* HF padded rows under dropout on the tensor-core path (that kernel leaves them
+ * unwritten): one warp per row, the kept-mask mean of v over all len keys, summed in key
+ * order as the simple kernel does. Launched only for padded calls with a mask. */
+template <int DT>
+DATTN_DEV void padrows_drop_body(const dattn_fwd_args &a)
+{
+    const int lane = threadIdx.x & 31;
+    const int b = blockIdx.z, h = blockIdx.y, i = blockIdx.x * SIMPLE_ROWS + (threadIdx.x >> 5);
+    int tok0, len;
+    dev_seq(a, b, tok0, len);
+    if (i >= len || a.mask[(int64_t)b * a.m_sb + (int64_t)i * a.m_sl] != 0) return;
+    const int64_t vo = (int64_t)b * a.v_sb + (int64_t)tok0 * a.v_sl + (int64_t)h * a.v_sh;
+    float acc[SIMPLE_DMAX / 32];
+#pragma unroll
+    for (int t = 0; t < SIMPLE_DMAX / 32; t++) acc[t] = 0.f;
+    for (int j0 = 0; j0 < len; j0 += 32) {
+        const int j = j0 + lane;
+        uint32_t kb = __ballot_sync(0xffffffffu, j < len && dev_keep(a, b, h, i, j));
+        while (kb) {
+            const int jj = __ffs(kb) - 1;
+            kb &= kb - 1;
+            const int64_t ro = vo + (int64_t)(j0 + jj) * a.v_sl;
+#pragma unroll
+            for (int t = 0; t < SIMPLE_DMAX / 32; t++)
+                if (lane + 32 * t < a.D) acc[t] += ld_el<DT>(a.v, ro + lane + 32 * t);
+        }
+    }
+    const float pinv = a.drop_scale / (float)len;
+    const int64_t oo = (int64_t)b * a.o_sb + (int64_t)(tok0 + i) * a.o_sl + (int64_t)h * a.o_sh;
+#pragma unroll
+    for (int t = 0; t < SIMPLE_DMAX / 32; t++)
+        if (lane + 32 * t < a.D) st_el<DT>(a.out, oo + lane + 32 * t, acc[t] * pinv);
+}
+
+#define PADDROP_KERNEL(NAME, DT)                                                               \
+    extern "C" __global__ void __launch_bounds__(32 * SIMPLE_ROWS)                            \
+        NAME(const __grid_constant__ dattn_fwd_args a)                                         \
+    {                                                                                          \
+        padrows_drop_body<DT>(a);                                                              \
+    }
+PADDROP_KERNEL(dattn_fwd_padrows_drop_f32, 0)
+PADDROP_KERNEL(dattn_fwd_padrows_drop_f16, 1)
+PADDROP_KERNEL(dattn_fwd_padrows_drop_bf16, 2)
+
+extern "C" cudaError_t dattn_launch_fwd_padrows_drop(const dattn_fwd_args *a, int dtype, int grid_x,
+                                                     int grid_y, int grid_z, cudaStream_t stream)
+{
+    void (*k)(dattn_fwd_args) = dtype == 0   ? dattn_fwd_padrows_drop_f32
+                                : dtype == 1 ? dattn_fwd_padrows_drop_f16
+                                             : dattn_fwd_padrows_drop_bf16;
+    k<<<dim3(grid_x, grid_y, grid_z), 32 * SIMPLE_ROWS, 0, stream>>>(*a);
+    return cudaGetLastError();
+}
 
 extern "C" size_t dattn_simple_smem(int D)
 {

@@ -519,6 +519,38 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         }
 
+        /* dropout: the row sums above ran over every probability; P*V takes the kept ones.
+         * Element (ms, nb, e) is row wr0 + 16 ms + g + 8 (e >> 1), key 8 nb + 2 c + (e & 1);
+         * the key pair 2c, 2c+1 shares one Philox call (same j >> 2). The keep bits of a row
+         * are gathered first by a rolled loop (few live registers), then applied. */
+        if (a.drop_thr) {
+            const uint32_t bh = (uint32_t)b * (uint32_t)a.H + (uint32_t)h;
+            uint32_t kb[MS][2];
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int r = 0; r < 2; r++) {
+                    const uint32_t i = (uint32_t)(m0 + wr0 + 16 * ms + g + 8 * r);
+                    uint32_t bits = 0;
+#pragma unroll 1
+                    for (int nb = 0; nb < G::NB; nb++) {
+                        const uint32_t j = (uint32_t)(n0 + 8 * nb + 2 * c);
+                        uint32_t o0, o1, o2, o3;
+                        dev_philox(j >> 2, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+                        const uint32_t x0 = (j & 2) ? o2 : o0, x1 = (j & 2) ? o3 : o1;
+                        bits |= ((uint32_t)(x0 >= a.drop_thr) | ((uint32_t)(x1 >= a.drop_thr) << 1)) << (2 * nb);
+                    }
+                    kb[ms][r] = bits;
+                }
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (!((kb[ms][e >> 1] >> (2 * nb + (e & 1))) & 1u)) s[ms][nb][e] = 0.f;
+        }
+
         /* V landed; every warp is done with K, the window table and the ring */
         cp_async_wait_all();
         __syncthreads();
@@ -553,6 +585,10 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
     /* epilogue: normalize, padded rows, stage through shared memory, 16-byte stores */
     const float *vm = (a.hf && a.vmean) ? a.vmean + ((int64_t)b * a.H + h) * D : (const float *)0;
+    const float dsc = a.drop_thr ? a.drop_scale : 1.f;
+    /* HF padded rows under dropout are written by a separate kernel (their mean depends on
+     * the row's mask); this kernel leaves them alone */
+    const int padfix = a.drop_thr && a.hf && t.mrow;
     __syncthreads(); /* every warp is done with the p2c tile (it becomes the staging area) */
 #pragma unroll
     for (int ms = 0; ms < MS; ms++) {
@@ -562,7 +598,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             lrun[ms][r] += __shfl_xor_sync(0xffffffffu, lrun[ms][r], 2);
             const int row = wr0 + 16 * ms + g + 8 * r, i = m0 + row;
             const int pad = i < len && t.mrow && t.mrow[(int64_t)i * a.m_sl] == 0;
-            const float inv = lrun[ms][r] > 0.f ? 1.f / lrun[ms][r] : 0.f;
+            const float inv = lrun[ms][r] > 0.f ? dsc / lrun[ms][r] : 0.f;
 #pragma unroll
             for (int db = 0; db < G::DB; db++) {
                 float x0 = o[ms][db][2 * r] * inv, x1 = o[ms][db][2 * r + 1] * inv;
@@ -583,7 +619,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     for (int it = 0; it < G::WR * G::CPR / 32; it++) {
         const int idx = lane + 32 * it, row = idx / G::CPR, ch = idx % G::CPR;
         const int i = m0 + wr0 + row;
-        if (i < len)
+        if (i < len && !(padfix && t.mrow[(int64_t)i * a.m_sl] == 0))
             *(uint4 *)(ob + (int64_t)i * a.o_sl + ch * 8) =
                 *(const uint4 *)(smem + G::OFF_A + swz<D>(wr0 + row, ch));
     }

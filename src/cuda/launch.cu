@@ -3,11 +3,18 @@
  * code; it never allocates device memory, never synchronizes and never prints.
  *
  * Kernel choice for a forward call:
- *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows -> tensor-core kernel
- *       (fwd_sm80.cuh): the large configuration on sm_90, the 99 KB one elsewhere;
+ *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
+ *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
+ *       -> tensor-core kernel (fwd_sm80.cuh): the large configuration on sm_90, the
+ *       99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
  *       -> the simple kernel (fwd_simple.cu).
- * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests). */
+ * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests).
+ * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
+ * dropout call are written by a small extra kernel (their mean depends on the row's mask).
+ *
+ * Backward: the simple kernels of bwd_simple.cu (five stream-ordered launches, no atomics,
+ * bitwise deterministic) for every case the forward supports. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -32,6 +39,11 @@ extern "C" cudaError_t dattn_launch_fwd_simple(const dattn_fwd_args *a, int dtyp
                                                int grid_y, int grid_z, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype, int32_t *kvr,
                                              float *vmean, float *kps, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_padrows_drop(const dattn_fwd_args *a, int dtype, int grid_x,
+                                                     int grid_y, int grid_z, cudaStream_t stream);
+extern "C" size_t dattn_bwd_dq_smem(int D);
+extern "C" size_t dattn_bwd_dkdv_smem(int D);
+extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -116,6 +128,9 @@ typedef struct slot_cache {
     int32_t pb, M;
     int64_t rmax;
     int32_t S, lin, R, sat_pos, sat_neg, nlog;
+    int mono; /* slot(r) non-decreasing over |r| <= R (what the tensor-core forward's
+                 band window assumes; maps with max_relative_positions - 1 below
+                 position_buckets / 2 are not: they run the simple kernel) */
     dattn_status st;
     uint16_t tab[DATTN_CUDA_TAB_MAX];
 } slot_cache;
@@ -154,6 +169,9 @@ static dattn_status get_slots(const dattn_call *c, const slot_cache **out)
                 sc->tab[sc->nlog + k] = (uint16_t)dattn_slotmap_get(&m, -(m.lin + 1 + k));
             }
         }
+        sc->mono = 1;
+        for (int64_t r = -(int64_t)m.R; r < m.R; r++)
+            if (dattn_slotmap_get(&m, r + 1) < dattn_slotmap_get(&m, r)) sc->mono = 0;
         dattn_slotmap_free(&m);
         sc->valid = 1;
     }
@@ -219,10 +237,49 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
     return w.total;
 }
 
+/* Backward workspace (floats; rows = B*H*L padded, H*T packed; each region 256-aligned):
+ *   di    rows           D_i = dout_i . out_i
+ *   rsat  2 rows  [c2p]  row sums of ds/scale over the saturated distances
+ *   csat  2 rows  [p2c]  column sums of the same
+ *   ppk   B*H*2S*D [c2p] per-(sequence, head) fp32 partials of dpk
+ *   ppq   B*H*2S*D [p2c] per-(sequence, head) fp32 partials of dpq
+ * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
+typedef struct bws_layout {
+    size_t di, rsat, csat, ppk, ppq, total;
+} bws_layout;
+
+static void layout_bws(const dattn_call *c, bws_layout *w)
+{
+    const size_t rows = c->packed ? (size_t)c->H * (size_t)c->T : (size_t)c->B * (size_t)c->H * (size_t)c->L;
+    const size_t part = (size_t)c->B * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
+    size_t off = 0;
+    w->rsat = w->csat = w->ppk = w->ppq = WS_NONE;
+    w->di = off;
+    off += al256(rows * sizeof(float));
+    if (c->c2p) {
+        w->rsat = off;
+        off += al256(2 * rows * sizeof(float));
+    }
+    if (c->p2c) {
+        w->csat = off;
+        off += al256(2 * rows * sizeof(float));
+    }
+    if (c->c2p) {
+        w->ppk = off;
+        off += al256(part * sizeof(float));
+    }
+    if (c->p2c) {
+        w->ppq = off;
+        off += al256(part * sizeof(float));
+    }
+    w->total = off;
+}
+
 extern "C" size_t dattn_cuda_bwd_workspace(const dattn_call *c)
 {
-    (void)c;
-    return 0;
+    bws_layout w;
+    layout_bws(c, &w);
+    return w.total;
 }
 
 /* ------------------------------------------------------------------ forward */
@@ -261,17 +318,9 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 
 extern "C" dattn_status dattn_cuda_check(const dattn_call *c)
 {
-    if (c->is_bwd)
-        return dattn_set_error(DATTN_UNSUPPORTED,
-                               "the CUDA backward is not implemented yet (the training issue "
-                               "adds it); use the CPU backend or the Python fallback");
     if (c->D > 256)
         return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld > 256 is not supported on CUDA",
                                (long long)c->D);
-    if (c->drop_threshold)
-        return dattn_set_error(DATTN_UNSUPPORTED,
-                               "dropout_p > 0 is not implemented in the CUDA forward yet (the "
-                               "training issue adds it); use dropout_p = 0 or the CPU backend");
     if (c->B > 65535 || c->H > 65535)
         return dattn_set_error(DATTN_UNSUPPORTED, "%s > 65535 is not supported on CUDA",
                                c->B > 65535 ? "batch" : "heads");
@@ -282,23 +331,10 @@ extern "C" dattn_status dattn_cuda_check(const dattn_call *c)
     return DATTN_OK;
 }
 
-static dattn_status fwd_on_device(const dattn_call *c, int dev)
+/* The forward argument block of a call (also the first part of the backward's). */
+static void fill_fwd_args(const dattn_call *c, const slot_cache *sc, dattn_fwd_args &a)
 {
     const dattn_params *p = c->p;
-    dev_info di;
-    dattn_status st = get_dev(dev, &di);
-    if (st != DATTN_OK) return st;
-    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
-    if ((st = dattn_cuda_check(c)) != DATTN_OK) return st;
-
-    const slot_cache *sc = NULL;
-    if (c->c2p || c->p2c) {
-        if ((st = get_slots(c, &sc)) != DATTN_OK) return st;
-    }
-    ws_layout wl;
-    if ((st = layout_ws(c, &wl)) != DATTN_OK) return st;
-
-    dattn_fwd_args a;
     memset(&a, 0, offsetof(dattn_fwd_args, tab));
     a.q = p->q.data;
     a.k = p->k.data;
@@ -353,6 +389,33 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     } else {
         a.R = 0x7fffffff;
     }
+    if (c->drop_threshold) {
+        a.drop_thr = c->drop_threshold;
+        a.drop_scale = c->drop_scale;
+        a.drop_k0 = (uint32_t)p->dropout_seed;
+        a.drop_k1 = (uint32_t)(p->dropout_seed >> 32) ^ (uint32_t)(p->dropout_offset >> 32);
+        a.drop_c3 = (uint32_t)p->dropout_offset;
+    }
+}
+
+static dattn_status fwd_on_device(const dattn_call *c, int dev)
+{
+    const dattn_params *p = c->p;
+    dev_info di;
+    dattn_status st = get_dev(dev, &di);
+    if (st != DATTN_OK) return st;
+    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
+    if ((st = dattn_cuda_check(c)) != DATTN_OK) return st;
+
+    const slot_cache *sc = NULL;
+    if (c->c2p || c->p2c) {
+        if ((st = get_slots(c, &sc)) != DATTN_OK) return st;
+    }
+    ws_layout wl;
+    if ((st = layout_ws(c, &wl)) != DATTN_OK) return st;
+
+    dattn_fwd_args a;
+    fill_fwd_args(c, sc, a);
 
     /* path */
     const char *force = getenv("DATTN_CUDA_FWD");
@@ -363,6 +426,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
          st16(a.o_sh);
     if (c->c2p) tc = tc && al16(a.pk) && st16(a.pk_sh) && st16(a.pk_ss);
     if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
+    if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
@@ -400,6 +464,11 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
+        if (e == cudaSuccess && a.drop_thr && a.hf && a.mask) {
+            const int rows = dattn_simple_rows();
+            e = dattn_launch_fwd_padrows_drop(&a, dt, (int)((c->L + rows - 1) / rows), (int)c->H,
+                                              (int)c->B, stream);
+        }
     } else {
         const int rows = dattn_simple_rows();
         const int64_t gx = (c->L + rows - 1) / rows;
@@ -422,11 +491,72 @@ extern "C" dattn_status dattn_cuda_fwd(const dattn_call *c, const dattn_slotmap 
     return st;
 }
 
+/* ------------------------------------------------------------------ backward */
+
+static dattn_status bwd_on_device(const dattn_call *c, int dev)
+{
+    const dattn_params *p = c->p;
+    dev_info di;
+    dattn_status st = get_dev(dev, &di);
+    if (st != DATTN_OK) return st;
+    if ((st = check_cc(dev, &di)) != DATTN_OK) return st;
+    if ((st = dattn_cuda_check(c)) != DATTN_OK) return st;
+    const size_t smem = dattn_bwd_dkdv_smem((int)c->D) > dattn_bwd_dq_smem((int)c->D)
+                            ? dattn_bwd_dkdv_smem((int)c->D)
+                            : dattn_bwd_dq_smem((int)c->D);
+    if (smem > (size_t)di.smem_optin)
+        return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld needs more shared memory than "
+                                                  "this GPU has", (long long)c->D);
+    const slot_cache *sc = NULL;
+    if (c->c2p || c->p2c) {
+        if ((st = get_slots(c, &sc)) != DATTN_OK) return st;
+    }
+    dattn_bwd_args A;
+    fill_fwd_args(c, sc, A.f);
+    A.dout = p->dout.data;
+    A.dq = p->dq.data;
+    A.dk = p->dk.data;
+    A.dv = p->dv.data;
+    A.dpk = c->c2p ? p->dpk.data : NULL;
+    A.dpq = c->p2c ? p->dpq.data : NULL;
+    set_rows(c, &p->dout, &A.do_sb, &A.do_sl, &A.do_sh);
+    set_rows(c, &p->dq, &A.dq_sb, &A.dq_sl, &A.dq_sh);
+    set_rows(c, &p->dk, &A.dk_sb, &A.dk_sl, &A.dk_sh);
+    set_rows(c, &p->dv, &A.dv_sb, &A.dv_sl, &A.dv_sh);
+    A.dpk_sh = A.dpk_ss = A.dpq_sh = A.dpq_ss = 0;
+    if (c->c2p) {
+        A.dpk_sh = ext_stride(c->H, p->dpk.stride[0]);
+        A.dpk_ss = p->dpk.stride[1];
+    }
+    if (c->p2c) {
+        A.dpq_sh = ext_stride(c->H, p->dpq.stride[0]);
+        A.dpq_ss = p->dpq.stride[1];
+    }
+    A.T = c->packed ? c->T : 0;
+    A.inv_scale = 1.0f / c->scale;
+    bws_layout wl;
+    layout_bws(c, &wl);
+    char *ws = (char *)p->workspace;
+    A.di = (float *)(ws + wl.di);
+    A.rsat = wl.rsat != WS_NONE ? (float *)(ws + wl.rsat) : NULL;
+    A.csat = wl.csat != WS_NONE ? (float *)(ws + wl.csat) : NULL;
+    A.ppk = wl.ppk != WS_NONE ? (float *)(ws + wl.ppk) : NULL;
+    A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
+    const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
+    cudaError_t e = dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
+    if (e != cudaSuccess) return cuda_fail(e, "backward kernel launch");
+    return DATTN_OK;
+}
+
 extern "C" dattn_status dattn_cuda_bwd(const dattn_call *c, const dattn_slotmap *sm)
 {
-    (void)c;
-    (void)sm;
-    return dattn_set_error(DATTN_UNSUPPORTED,
-                           "the CUDA backward is not implemented yet (the training issue adds "
-                           "it); use the CPU backend or the Python fallback");
+    (void)sm; /* the CUDA backend keeps its own compact, cached table */
+    int prev = -1, dev = c->p->device_index;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&prev)) != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
+    if (dev < 0) dev = prev;
+    if (dev != prev && (e = cudaSetDevice(dev)) != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
+    dattn_status st = bwd_on_device(c, dev);
+    if (dev != prev) cudaSetDevice(prev);
+    return st;
 }

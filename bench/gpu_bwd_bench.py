@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Forward+backward timing of the dattn CUDA kernels (issue 5's op-level shapes) against
+torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python layer
+(dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
+mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
+(bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
+
+usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
+       [--json out.json] [--quick]
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F
+
+from dattn import ops
+
+
+def timed(fn, reps, budget_s):
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    t_end = time.time() + budget_s
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+        if time.time() > t_end:
+            break
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    H, D, S = 12, 64, 256
+    shapes = [(32, 512), (8, 2048)] + ([] if args.quick else [(2, 8192)])
+    rows = []
+    for B, L in shapes:
+        g = torch.Generator(device="cuda").manual_seed(B * L)
+        q, k, v = (torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
+                   .requires_grad_() for _ in range(3))
+        pk, pq = (torch.randn(H, 2 * S, D, device="cuda", dtype=torch.float16, generator=g)
+                  .requires_grad_() for _ in range(2))
+        dout = torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
+
+        def fwd():
+            with torch.no_grad():
+                ops.attention(q, k, v, pk, pq)
+
+        def fwdbwd():
+            out = ops.attention(q, k, v, pk, pq)
+            torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+
+        qt, kt, vt = (t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+        dt = dout.transpose(1, 2).contiguous()
+
+        def flash():
+            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                o = F.scaled_dot_product_attention(qt, kt, vt)
+            torch.autograd.grad(o, (qt, kt, vt), dt)
+
+        t_f = timed(fwd, 10, 5.0)
+        t_fb = timed(fwdbwd, 5, 15.0)
+        t_fl = timed(flash, 10, 5.0)
+        r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
+                 dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl)
+        rows.append(r)
+        print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
+              f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
+              flush=True)
+        del q, k, v, pk, pq, dout, qt, kt, vt, dt
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,707 @@
+/* CUDA backward and CUDA dropout against the float64 reference, the CPU backend and
+ * themselves.
+ *
+ * Exits 77 (skipped) when the library has no CUDA backend or no usable GPU is present.
+ *
+ * Every case is a tprob problem (tests/tprob.h) run on the GPU through the runner hook:
+ * the host arenas (inputs, poisoned outputs, strided gaps) are copied whole to the device,
+ * the call runs there with a workspace poisoned with 0xFF bytes, and the arenas come back
+ * whole, so every check of tprob.c applies unchanged: status OK, inputs untouched, no byte
+ * written outside the output elements, every output written and finite, and every element
+ * of out / lse / dq / dk / dv / dpk / dpq within the documented tolerance rule of the C
+ * suite (tests/test_sweep.c top comment, tprob_bound) of ref64. The backward runs on the
+ * CUDA forward's own out and lse (as in training).
+ *
+ * Sweep: dtypes fp16 / bf16 / fp32, D 32 / 64 / 128 and odd ones (33, 48, 8), L across
+ * the 32-row / 32-key chunk edges and the tensor-core tile edges up to 1031 (full
+ * backward), a longer L = 2049 with B*H = 1, every mask pattern (none, right, left, holes,
+ * all-padding sequences, single tokens, mixed) with HF and ZERO padded rows, packed
+ * (varlen, empty sequences) and packed == padded (bitwise), the four memory layouts of
+ * tprob (contiguous, fused qkv, transposed with shared pk/pq, padded strides), each
+ * position term alone and both, v3 log buckets, linear positions and small / degenerate
+ * slot maps (saturation inside L), dropout (forward and backward, tensor-core and simple
+ * forward paths), determinism (the same backward twice, bitwise) and dropout:
+ *   - forward / backward with dropout against ref64 (which applies dattn_dropout_keep),
+ *   - the same problem on the CPU backend: CUDA and CPU results agree within the sum of
+ *     their two tolerances,
+ *   - the kernels' own masks read back from out and dv (identical keys, v_j = e_j,
+ *     dout_i = e_i, as tests/test_dropout.c) equal dattn_dropout_keep bit for bit, forward
+ *     and backward, on both forward paths, with HF padded rows and packed.
+ *
+ * Options: --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
+ * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
+ * than N: the host emulation of tests/emu), --seed N, --verbose.
+ */
+#include "ref64.h"
+#include "tprob.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef DATTN_WITH_CUDA
+int main(void)
+{
+    printf("CUDA backend not built: skipped\n");
+    return 77;
+}
+#else
+#include <cuda_runtime_api.h>
+
+static trng rng;
+static int use_cpu;
+static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
+
+#define CK(x)                                                                                  \
+    do {                                                                                       \
+        cudaError_t e_ = (x);                                                                  \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* ---------------------------------------------------------------- device runner */
+
+typedef struct devctx {
+    void *dar[16];
+    size_t dbytes[16];
+    const char *force; /* DATTN_CUDA_FWD for the forward */
+    int no_ws;         /* call without the workspace (API check) */
+} devctx;
+
+static void devctx_free(devctx *x)
+{
+    for (int a = 0; a < 16; a++)
+        if (x->dar[a]) cudaFree(x->dar[a]);
+    memset(x, 0, sizeof *x);
+}
+
+static int remap(tprob *P, devctx *x, void **ptr)
+{
+    if (!*ptr) return 1;
+    size_t off = 0;
+    int a = tprob_locate(P, *ptr, &off);
+    if (a < 0) return 0;
+    *ptr = (char *)x->dar[a] + off;
+    return 1;
+}
+
+static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
+{
+    devctx *x = (devctx *)vctx;
+    for (int a = 0; a < P->nar; a++) {
+        if (x->dar[a] && x->dbytes[a] != P->ar[a].bytes) {
+            cudaFree(x->dar[a]);
+            x->dar[a] = NULL;
+        }
+        if (!x->dar[a]) {
+            CK(cudaMalloc(&x->dar[a], P->ar[a].bytes));
+            x->dbytes[a] = P->ar[a].bytes;
+        }
+        CK(cudaMemcpy(x->dar[a], P->ar[a].mem, P->ar[a].bytes, cudaMemcpyHostToDevice));
+    }
+    dattn_params p = P->p;
+    p.device = DATTN_DEVICE_CUDA;
+    p.device_index = -1;
+    p.num_threads = 0;
+    void **ptrs[] = {&p.q.data,   &p.k.data,  &p.v.data,  &p.pk.data, &p.pq.data,
+                     &p.mask.data, &p.out.data, &p.lse.data, &p.dout.data, &p.dq.data,
+                     &p.dk.data,  &p.dv.data, &p.dpk.data, &p.dpq.data};
+    for (size_t t = 0; t < sizeof ptrs / sizeof ptrs[0]; t++)
+        if (!remap(P, x, ptrs[t])) {
+            printf("FAIL %s: a tensor pointer is outside the test arenas\n", P->name);
+            exit(1);
+        }
+    int32_t *dcu = NULL;
+    if (P->cu) {
+        CK(cudaMalloc((void **)&dcu, sizeof(int32_t) * (size_t)(P->c.B + 1)));
+        CK(cudaMemcpy(dcu, P->cu, sizeof(int32_t) * (size_t)(P->c.B + 1), cudaMemcpyHostToDevice));
+        p.cu_seqlens = dcu;
+    }
+    size_t wsz = 0;
+    void *ws = NULL;
+    dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
+    if (st == DATTN_OK && wsz && !x->no_ws) {
+        CK(cudaMalloc(&ws, wsz));
+        CK(cudaMemset(ws, 0xFF, wsz));
+    }
+    p.workspace = ws;
+    p.workspace_size = wsz;
+    if (!is_bwd && x->force) setenv("DATTN_CUDA_FWD", x->force, 1);
+    if (st == DATTN_OK) st = is_bwd ? dattn_bwd(&p) : dattn_fwd(&p);
+    if (!is_bwd && x->force) unsetenv("DATTN_CUDA_FWD");
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaGetLastError();
+    if (e != cudaSuccess) {
+        printf("FAIL %s: CUDA error %s after the %s call\n", P->name, cudaGetErrorString(e),
+               is_bwd ? "bwd" : "fwd");
+        exit(1);
+    }
+    for (int a = 0; a < P->nar; a++)
+        CK(cudaMemcpy(P->ar[a].mem, x->dar[a], P->ar[a].bytes, cudaMemcpyDeviceToHost));
+    if (ws) cudaFree(ws);
+    if (dcu) cudaFree(dcu);
+    return st;
+}
+
+static void attach(tprob *P, devctx *x)
+{
+    memset(x, 0, sizeof *x);
+    if (use_cpu) return; /* --cpu: the library's CPU backend (harness validation) */
+    P->runner = cuda_runner;
+    P->runner_ctx = x;
+}
+
+/* ---------------------------------------------------------------- cases */
+
+static tcase mk(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
+{
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.dtype = dtype;
+    c.layout = DATTN_LAYOUT_PADDED;
+    c.pos_att = DATTN_POS_C2P | DATTN_POS_P2C;
+    c.pb = 256;
+    c.M = 512;
+    c.padrows = DATTN_PADROWS_HF;
+    c.B = B, c.L = L, c.H = H, c.D = D;
+    c.mask = MK_NONE;
+    c.variant = LY_CONTIG;
+    c.bwd = 1;
+    return c;
+}
+
+/* Forward and backward on the GPU against ref64; with `twice`, the backward again and
+ * bitwise equal. */
+static void run(const tcase *c, const char *force, int twice)
+{
+    if (c->L > max_l) return;
+    tprob P;
+    devctx x;
+    double t0 = tu_now();
+    tprob_init(&P, c, &rng);
+    attach(&P, &x);
+    x.force = force;
+    P.tag = force ? force : NULL;
+    if (tprob_fwd(&P, 1) && c->bwd && tprob_bwd(&P, 1) && twice) {
+        size_t n1 = 0, n2 = 0;
+        unsigned char *b1 = tprob_bwd_bits(&P, &n1);
+        if (tprob_bwd(&P, 0)) {
+            unsigned char *b2 = tprob_bwd_bits(&P, &n2);
+            tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: two identical backward calls differ", P.name);
+            free(b2);
+        }
+        free(b1);
+    }
+    tu_log("%s  %.2fs\n", P.name, tu_now() - t0);
+    devctx_free(&x);
+    tprob_free(&P);
+}
+
+static const int32_t DT[3] = {DATTN_F16, DATTN_BF16, DATTN_F32};
+
+/* positions: 0 v3 log (256, 512), 1 linear S = 128, 2 small log (32, 64): saturation
+ * from |r| ~ 60 */
+static void set_pos(tcase *c, int kind)
+{
+    if (kind == 0) c->pb = 256, c->M = 512;
+    else if (kind == 1) c->pb = -1, c->M = 128;
+    else c->pb = 32, c->M = 64;
+}
+
+/* 1. L across chunk and tile edges, full backward. */
+static void sweep_lengths(void)
+{
+    static const int64_t Ls[] = {1, 2, 7, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 511, 512, 513, 1031};
+    static const int64_t Ds[] = {64, 32, 128, 64, 33, 32, 128};
+    static const int masks[] = {MK_MIXED, MK_RIGHT, MK_LEFT, MK_HOLES, MK_NONE, MK_EMPTY, MK_SINGLE, MK_ONES};
+    const int nL = (int)(sizeof Ls / sizeof Ls[0]);
+    for (int k = 0; k < nL; k++) {
+        const int64_t L = Ls[k];
+        int64_t B = L <= 129 ? 3 : 2, H = L <= 257 ? 2 : 1;
+        tcase c = mk(DT[k % 3], B, L, H, Ds[k % 7]);
+        c.mask = masks[k % 8];
+        if (c.mask == MK_MIXED) c.B = L <= 257 ? 6 : 3;
+        c.variant = k % LY_COUNT;
+        c.padrows = (k / 2) % 2;
+        set_pos(&c, k % 3);
+        static const int pas[4] = {DATTN_POS_C2P, DATTN_POS_P2C, 3, 3};
+        c.pos_att = pas[(k / 3) % 4];
+        run(&c, NULL, 0);
+    }
+    /* longer, small B*H: deep into the saturated zone of the v3 map */
+    tcase c = mk(DATTN_F16, 1, 2049, 1, 64);
+    c.mask = MK_RIGHT;
+    run(&c, NULL, 0);
+}
+
+/* 2. Each term alone and both, every position kind (incl. degenerate maps), padded and
+ * packed; the two tensor-core configurations and the simple forward. */
+static void sweep_positions(void)
+{
+    static const int32_t cfg[][2] = {{256, 512}, {-1, 128}, {32, 64}, {2, 8}, {0, 64}, {64, 16}, {4, 5}, {-1, 24}};
+    const int ncfg = (int)(sizeof cfg / sizeof cfg[0]);
+    int k = 0;
+    for (int pa = 0; pa < 4; pa++)
+        for (int g = 0; g < ncfg; g++, k++) {
+            if (pa == 0 && g > 1) continue;
+            tcase c = mk(DT[k % 3], 2, 150, 2, k % 4 == 0 ? 64 : k % 4 == 1 ? 32 : k % 4 == 2 ? 128 : 8);
+            c.pos_att = pa;
+            c.pb = cfg[g][0];
+            c.M = cfg[g][1];
+            c.mask = k % 3 == 0 ? MK_HOLES : k % 3 == 1 ? MK_NONE : MK_LEFT;
+            if (k % 5 == 4) c.layout = DATTN_LAYOUT_PACKED, c.mask = MK_NONE, c.B = 4;
+            c.variant = k % LY_COUNT;
+            run(&c, k % 7 == 3 ? "small" : k % 7 == 5 ? "simple" : NULL, 0);
+        }
+}
+
+/* 3. Every mask pattern x padded-row mode x dtype. */
+static void sweep_masks(void)
+{
+    int k = 0;
+    for (int m = 0; m < MK_COUNT; m++)
+        for (int pr = 0; pr < 2; pr++, k++) {
+            tcase c = mk(DT[k % 3], m == MK_MIXED ? 6 : 3, 70, 2, k % 2 ? 32 : 64);
+            c.mask = m;
+            c.padrows = pr;
+            c.variant = k % LY_COUNT;
+            run(&c, NULL, 0);
+        }
+}
+
+/* 4. Packed (varlen) x layouts x dtypes, with empty sequences and max_seqlen > longest. */
+static void sweep_packed(void)
+{
+    static const int64_t l1[] = {100, 0, 37, 1, 64, 65}, l2[] = {300, 257, 0, 31};
+    for (int k = 0; k < 8; k++) {
+        tcase c = mk(DT[k % 3], k < 4 ? 6 : 4, k < 4 ? 100 : 300, 2, k % 2 ? 32 : 64);
+        c.layout = DATTN_LAYOUT_PACKED;
+        c.variant = k % LY_COUNT;
+        c.lens = k % 4 == 0 ? (k < 4 ? l1 : l2) : NULL;
+        set_pos(&c, k % 3);
+        if (k == 7) c.L = 333; /* max_seqlen above every length */
+        if (k == 7) c.lens = l2;
+        run(&c, k == 5 ? "small" : NULL, 0);
+    }
+}
+
+/* 5. Head dims: public, odd, the maximum. */
+static void sweep_dims(void)
+{
+    static const int64_t Ds[] = {32, 64, 128, 1, 8, 33, 48, 96, 200, 256};
+    for (int k = 0; k < 10; k++) {
+        tcase c = mk(DT[k % 3], 2, 67, 2, Ds[k]);
+        c.mask = MK_HOLES;
+        c.variant = (k + 1) % LY_COUNT;
+        run(&c, NULL, 0);
+    }
+}
+
+/* 6. Dropout: forward and backward against ref64, both forward paths, masks and packed. */
+static void sweep_dropout(void)
+{
+    static const float ps[] = {0.1f, 0.5f, 0.25f, 0.9f};
+    for (int k = 0; k < 10; k++) {
+        tcase c = mk(DT[k % 3], 3, k < 5 ? 130 : 257, 2, k % 3 == 2 ? 48 : k % 2 ? 64 : 128);
+        c.dropout = ps[k % 4];
+        c.mask = k % 4 == 0 ? MK_MIXED : k % 4 == 1 ? MK_HOLES : k % 4 == 2 ? MK_RIGHT : MK_NONE;
+        if (c.mask == MK_MIXED) c.B = 6;
+        c.padrows = (k / 2) % 2;
+        if (k % 5 == 3) c.layout = DATTN_LAYOUT_PACKED, c.mask = MK_NONE;
+        c.variant = k % LY_COUNT;
+        set_pos(&c, k % 3);
+        run(&c, k == 4 ? "simple" : NULL, k == 1);
+    }
+}
+
+/* 7. Determinism: the same backward twice, bitwise, on several shapes. */
+static void sweep_determinism(void)
+{
+    tcase c = mk(DATTN_F16, 2, 777, 3, 64);
+    c.mask = MK_HOLES;
+    run(&c, NULL, 1);
+    c = mk(DATTN_BF16, 4, 300, 2, 32);
+    c.layout = DATTN_LAYOUT_PACKED;
+    set_pos(&c, 2);
+    run(&c, NULL, 1);
+    c = mk(DATTN_F32, 2, 200, 2, 48);
+    c.mask = MK_MIXED, c.B = 6, c.dropout = 0.2f;
+    run(&c, NULL, 1);
+}
+
+/* ---------------------------------------------------------------- CUDA == CPU */
+
+static double *grab(const tview *v)
+{
+    int64_t n = tview_numel(v);
+    double *r = (double *)tu_xcalloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    for (int64_t e = 0; e < n; e++) r[e] = tview_get(v, e);
+    return r;
+}
+
+static void cmp_views(const tprob *P, const tview *v, const double *cu, int kind, const double *ref,
+                      const double *mag, const double *smag, const char *what)
+{
+    int64_t n = tview_numel(v), bad = 0;
+    for (int64_t e = 0; e < n; e++) {
+        double x = tview_get(v, e), tol = 2.0 * tprob_bound(P->c.dtype, P->c.L, kind, ref[e], mag[e], smag[e]);
+        if (!(fabs(x - cu[e]) <= tol)) {
+            if (bad < 3) printf("  %s[%lld]: CUDA %.9g CPU %.9g (tol %.3g)\n", what, (long long)e, cu[e], x, tol);
+            bad++;
+        }
+    }
+    tu_check(bad == 0, "%s: CUDA and CPU differ on %lld of %lld elements of %s", P->name, (long long)bad,
+             (long long)n, what);
+}
+
+/* The same dropout problem on the GPU and on the CPU backend (same mask by definition):
+ * both within tolerance of ref64, and of each other within the sum of the tolerances. */
+static void cuda_vs_cpu(int32_t dtype, int64_t D, int64_t L, int layout, int mask, float p, const char *force)
+{
+    if (L > max_l) return;
+    tcase c = mk(dtype, 3, L, 2, D);
+    c.layout = layout;
+    c.mask = layout == DATTN_LAYOUT_PACKED ? MK_NONE : mask;
+    c.dropout = p;
+    tprob P;
+    devctx x;
+    tprob_init(&P, &c, &rng);
+    attach(&P, &x);
+    x.force = force;
+    if (tprob_fwd(&P, 1) && tprob_bwd(&P, 1)) {
+        const tview *vs[7] = {&P.out, &P.lse, &P.dq, &P.dk, &P.dv, &P.dpk, &P.dpq};
+        double *cu[7];
+        for (int t = 0; t < 7; t++) cu[t] = vs[t]->a ? grab(vs[t]) : NULL;
+        P.runner = NULL;
+        P.tag = "cpu";
+        if (tprob_fwd(&P, 1)) {
+            cmp_views(&P, &P.out, cu[0], TOL_KIND_OUT, P.rf[0], P.rf[1], P.rf[2], "out");
+            /* the backward on the CPU's own forward; compare the gradients */
+            if (tprob_bwd(&P, 1)) {
+                static const char *nm[5] = {"dq", "dk", "dv", "dpk", "dpq"};
+                for (int t = 0; t < 5; t++)
+                    if (vs[2 + t]->a)
+                        cmp_views(&P, vs[2 + t], cu[2 + t], t == 2 ? TOL_KIND_DV : TOL_KIND_DS, P.rb[t],
+                                  P.rb[5 + t], P.rb[10 + t], nm[t]);
+            }
+        }
+        for (int t = 0; t < 7; t++) free(cu[t]);
+    }
+    devctx_free(&x);
+    tprob_free(&P);
+}
+
+/* ---------------------------------------------------------------- packed == padded */
+
+static void copy_tok(const tprob *pad, const tview *src, const tprob *pk, const tview *dst)
+{
+    int64_t H = pad->c.H, D = pad->c.D, L = pad->c.L;
+    for (int64_t b = 0; b < pad->c.B; b++)
+        for (int64_t i = 0; i < pk->lens[b]; i++)
+            for (int64_t hd = 0; hd < H * D; hd++)
+                tview_set(dst, ((int64_t)pk->cu[b] + i) * H * D + hd, tview_get(src, (b * L + i) * H * D + hd));
+}
+
+static void copy_all(const tview *src, const tview *dst)
+{
+    int64_t n = tview_numel(src);
+    for (int64_t e = 0; e < n; e++) tview_set(dst, e, tview_get(src, e));
+}
+
+static int64_t diff_tok(const tprob *A, const tview *a, const tprob *Q, const tview *q)
+{
+    int64_t H = A->c.H, D = A->c.D, L = A->c.L, nd = 0;
+    for (int64_t s = 0; s < A->c.B; s++)
+        for (int64_t i = 0; i < Q->lens[s]; i++)
+            for (int64_t hd = 0; hd < H * D; hd++)
+                nd += memcmp(&(double){tview_get(a, (s * L + i) * H * D + hd)},
+                             &(double){tview_get(q, ((int64_t)Q->cu[s] + i) * H * D + hd)}, sizeof(double)) != 0;
+    return nd;
+}
+
+static int64_t diff_all(const tview *a, const tview *b)
+{
+    int64_t n = tview_numel(a), nd = 0;
+    for (int64_t e = 0; e < n; e++) nd += tview_get(a, e) != tview_get(b, e);
+    return nd;
+}
+
+/* The same sequences padded (right-padding mask, ZERO padded rows: they add nothing to
+ * dv) and packed, same memory layout: forward and backward bitwise equal on the tokens,
+ * dpk / dpq whole. */
+static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t *lens, int64_t B, float drop,
+                             int pos)
+{
+    if (L > max_l) return;
+    tcase c = mk(dtype, B, L, 2, D);
+    c.pos_att = pos;
+    c.padrows = DATTN_PADROWS_ZERO;
+    c.dropout = drop;
+    c.mask = MK_ONES;
+    tprob A, Q;
+    devctx xa, xq;
+    tprob_init(&A, &c, &rng);
+    c.layout = DATTN_LAYOUT_PACKED;
+    c.mask = MK_NONE;
+    c.lens = lens;
+    tprob_init(&Q, &c, &rng);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < L; i++) tview_set(&A.mask, b * L + i, i < lens[b] ? 1 : 0);
+    copy_tok(&A, &A.q, &Q, &Q.q);
+    copy_tok(&A, &A.k, &Q, &Q.k);
+    copy_tok(&A, &A.v, &Q, &Q.v);
+    copy_tok(&A, &A.dout, &Q, &Q.dout);
+    if (pos & DATTN_POS_C2P) copy_all(&A.pk, &Q.pk);
+    if (pos & DATTN_POS_P2C) copy_all(&A.pq, &Q.pq);
+    Q.p.dropout_seed = A.p.dropout_seed;
+    Q.p.dropout_offset = A.p.dropout_offset;
+    attach(&A, &xa);
+    attach(&Q, &xq);
+    if (tprob_fwd(&A, 1) && tprob_fwd(&Q, 1)) {
+        int64_t nf = diff_tok(&A, &A.out, &Q, &Q.out);
+        tu_check(nf == 0, "%s: padded and packed forward differ on %lld elements", A.name, (long long)nf);
+        if (tprob_bwd(&A, 1) && tprob_bwd(&Q, 1)) {
+            int64_t nd = diff_tok(&A, &A.dq, &Q, &Q.dq), nk = diff_tok(&A, &A.dk, &Q, &Q.dk),
+                    nv = diff_tok(&A, &A.dv, &Q, &Q.dv);
+            int64_t npk = (pos & DATTN_POS_C2P) ? diff_all(&A.dpk, &Q.dpk) : 0;
+            int64_t npq = (pos & DATTN_POS_P2C) ? diff_all(&A.dpq, &Q.dpq) : 0;
+            tu_check(nd + nk + nv + npk + npq == 0,
+                     "%s: padded and packed backward differ (dq %lld dk %lld dv %lld dpk %lld dpq %lld elements)",
+                     A.name, (long long)nd, (long long)nk, (long long)nv, (long long)npk, (long long)npq);
+        }
+    }
+    devctx_free(&xa);
+    devctx_free(&xq);
+    tprob_free(&A);
+    tprob_free(&Q);
+}
+
+/* ---------------------------------------------------------------- dropout masks */
+
+/* Sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i (as tests/test_dropout.c). */
+static void shape_inputs(tprob *P)
+{
+    int64_t H = P->c.H, D = P->c.D;
+    for (int64_t b = 0; b < P->c.B; b++) {
+        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L;
+        for (int64_t j = 0; j < P->lens[b]; j++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t d = 0; d < D; d++) {
+                    int64_t e = ((base + j) * H + h) * D + d;
+                    tview_set(&P->k, e, tview_get(&P->k, (base * H + h) * D + d));
+                    tview_set(&P->v, e, d == j ? 1.0 : 0.0);
+                    tview_set(&P->dout, e, d == j ? 1.0 : 0.0);
+                }
+    }
+}
+
+static int tok(const tprob *P, int64_t b, int64_t i)
+{
+    return !P->mask.a || tview_get(&P->mask, b * P->c.L + i) != 0.0;
+}
+
+static int rate_ok(long kept, long n, double p)
+{
+    double sd = sqrt(p * (1.0 - p) / (double)n), r = (double)kept / (double)n;
+    return fabs(r - (1.0 - p)) <= 5.0 * sd;
+}
+
+/* Reads the forward (which = 0) or backward (1) mask back and compares it. */
+static void check_masks(tprob *P, int which, unsigned char *bits, long *nbits)
+{
+    int64_t H = P->c.H, D = P->c.D;
+    double p = P->p.dropout_p, ds = 1.0 / (1.0 - (double)P->p.dropout_p);
+    long bad = 0, unclear = 0, kept = 0, n = 0;
+    for (int64_t b = 0; b < P->c.B; b++) {
+        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L, len = P->lens[b];
+        int64_t nv = 0;
+        for (int64_t j = 0; j < len; j++) nv += tok(P, b, j);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < len; i++) {
+                int prow = !tok(P, b, i);
+                double denom = prow ? (double)len : (double)nv;
+                for (int64_t j = 0; j < len; j++) {
+                    if (!prow && !tok(P, b, j)) continue;
+                    double v = which == 0 ? tview_get(&P->out, ((base + i) * H + h) * D + j)
+                                          : tview_get(&P->dv, ((base + j) * H + h) * D + i);
+                    double k = v * denom / ds;
+                    int kk = k > 0.5;
+                    if (fabs(k - kk) > 2e-3) unclear++;
+                    int e = dattn_dropout_keep(P->p.dropout_seed, P->p.dropout_offset, (float)p, b, h, H, i, j);
+                    if (kk != e && bad++ < 3)
+                        printf("  %s mask (b=%lld h=%lld i=%lld j=%lld): kernel %d, dattn_dropout_keep %d (%.6g)\n",
+                               which ? "backward" : "forward", (long long)b, (long long)h, (long long)i,
+                               (long long)j, kk, e, k);
+                    if (bits) bits[*nbits + n] = (unsigned char)kk;
+                    kept += kk;
+                    n++;
+                }
+            }
+    }
+    const char *w = which ? "backward (dv)" : "forward (out)";
+    tu_check(unclear == 0, "%s%s: %ld %s values are neither kept nor dropped", P->name, P->tag ? P->tag : "",
+             unclear, w);
+    tu_check(bad == 0, "%s%s: the %s dropout mask differs from dattn_dropout_keep on %ld of %ld entries",
+             P->name, P->tag ? P->tag : "", w, bad, n);
+    tu_check(n > 0 && rate_ok(kept, n, p), "%s: %s keep rate %.4f, expected %.4f", P->name, w,
+             n ? (double)kept / (double)n : 0.0, 1.0 - p);
+    if (nbits) *nbits += n;
+}
+
+static void kernel_masks(int32_t dtype, int layout, const char *force)
+{
+    tcase c = mk(dtype, 2, 48, 3, 64);
+    c.layout = layout;
+    c.pos_att = 0;
+    c.dropout = 0.25f;
+    static const int64_t lens[3] = {20, 64, 33};
+    if (layout == DATTN_LAYOUT_PACKED) c.B = 3, c.L = 64, c.lens = lens;
+    else c.mask = MK_HOLES;
+    tprob P;
+    devctx x;
+    tprob_init(&P, &c, &rng);
+    shape_inputs(&P);
+    attach(&P, &x);
+    x.force = force;
+    P.tag = force;
+    if (tprob_fwd(&P, 1)) {
+        long nf = 0, nb = 0;
+        size_t cap = (size_t)(P.ntok * c.H * c.L) + 1;
+        unsigned char *mf = (unsigned char *)tu_xcalloc(cap, 1), *mb = (unsigned char *)tu_xcalloc(cap, 1);
+        check_masks(&P, 0, mf, &nf);
+        if (tprob_bwd(&P, 1)) {
+            check_masks(&P, 1, mb, &nb);
+            tu_check(nf == nb && !memcmp(mf, mb, (size_t)nf), "%s: forward and backward masks differ", P.name);
+        }
+        free(mf);
+        free(mb);
+    }
+    devctx_free(&x);
+    tprob_free(&P);
+}
+
+/* ---------------------------------------------------------------- API */
+
+/* The backward and dropout are accepted on CUDA; the workspace query answers; a
+ * backward without its workspace is rejected and writes nothing. */
+static void api_checks(void)
+{
+    tcase c = mk(DATTN_F16, 2, 40, 2, 64);
+    c.mask = MK_RIGHT;
+    c.dropout = 0.1f;
+    tprob P;
+    devctx x;
+    tprob_init(&P, &c, &rng);
+    dattn_params p = P.p;
+    p.device = DATTN_DEVICE_CUDA;
+    size_t w1 = 0, w2 = 0;
+    dattn_status s1 = dattn_fwd_workspace_size(&p, &w1), s2 = dattn_bwd_workspace_size(&p, &w2);
+    tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
+             "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
+             dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
+    /* bytes expected: D_i, two row sums, two column sums (floats per row), two partials */
+    size_t rows = (size_t)(c.B * c.H * c.L), part = (size_t)(c.B * c.H * 2 * 256 * c.D) * 4;
+#define AL(x) (((x) + 255) / 256 * 256)
+    size_t expect = AL(rows * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+    tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
+    if (!use_cpu) {
+        attach(&P, &x);
+        if (tprob_fwd(&P, 0)) {
+            /* without the workspace: INVALID_ARG, and the gradients keep their poison */
+            const tview *g[5] = {&P.dq, &P.dk, &P.dv, &P.dpk, &P.dpq};
+            for (int t = 0; t < 5; t++)
+                if (g[t]->a) tarena_poison(g[t]->a);
+            x.no_ws = 1;
+            dattn_status st = cuda_runner(&P, 1, &x);
+            x.no_ws = 0;
+            long written = 0;
+            for (int t = 0; t < 5; t++)
+                if (g[t]->a)
+                    for (size_t e = 0; e < g[t]->a->bytes; e++) written += g[t]->a->mem[e] != 0xFF;
+            tu_check(st == DATTN_INVALID_ARG && written == 0,
+                     "CUDA backward without workspace: %s (%s), %ld gradient bytes written",
+                     dattn_status_string(st), dattn_last_error(), written);
+            /* and with it, dropout included: OK (checked against ref64) */
+            tprob_bwd(&P, 1);
+        }
+    }
+    devctx_free(&x);
+    tprob_free(&P);
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc;) {
+        int n = 0;
+        if (!strcmp(argv[i], "--cpu")) use_cpu = 1, n = 1;
+        else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
+        if (!n) {
+            i++;
+            continue;
+        }
+        for (int j = i; j + n < argc; j++) argv[j] = argv[j + n];
+        argc -= n;
+    }
+    tu_init(argc, argv, "test_cuda_bwd");
+    trng_seed(&rng, tu_opt.seed);
+    if (!use_cpu) {
+        int ndev = 0;
+        if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+            printf("no CUDA device: skipped\n");
+            return 77;
+        }
+        if (dattn_device_supported(DATTN_DEVICE_CUDA, -1) != DATTN_OK) {
+            printf("CUDA device not supported (%s): skipped\n", dattn_last_error());
+            return 77;
+        }
+    }
+    printf("backend: %s\n", use_cpu ? "CPU (harness validation)" : "CUDA");
+    api_checks();
+    if (tu_opt.quick) {
+        /* small shapes for compute-sanitizer: every kernel and path once */
+        tcase c = mk(DATTN_F16, 2, 70, 2, 64);
+        c.mask = MK_HOLES, c.dropout = 0.2f;
+        run(&c, NULL, 1); /* tensor-core forward with dropout + HF padded rows, backward */
+        c = mk(DATTN_BF16, 3, 150, 1, 32);
+        c.layout = DATTN_LAYOUT_PACKED;
+        set_pos(&c, 2); /* saturation */
+        run(&c, NULL, 0);
+        c = mk(DATTN_F32, 2, 90, 2, 48);
+        c.mask = MK_MIXED, c.B = 6, c.padrows = DATTN_PADROWS_ZERO, c.dropout = 0.3f;
+        set_pos(&c, 2); /* saturation in fp32: a tight bound on the saturated slots */
+        c.variant = LY_PADDED;
+        run(&c, NULL, 0);
+        c = mk(DATTN_F16, 2, 40, 1, 64);
+        c.mask = MK_MIXED, c.B = 6, c.dropout = 0.5f;
+        run(&c, "simple", 0);
+        kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
+        return tu_finish();
+    }
+    sweep_lengths();
+    sweep_positions();
+    sweep_masks();
+    sweep_packed();
+    sweep_dims();
+    sweep_dropout();
+    sweep_determinism();
+    static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
+    packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
+    packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);
+    packed_vs_padded(DATTN_BF16, 129, 32, l2, 5, 0.3f, DATTN_POS_C2P);
+    packed_vs_padded(DATTN_F16, 300, 64, l4, 4, 0.1f, DATTN_POS_P2C);
+    cuda_vs_cpu(DATTN_F16, 64, 200, DATTN_LAYOUT_PADDED, MK_MIXED, 0.1f, NULL);
+    cuda_vs_cpu(DATTN_BF16, 32, 150, DATTN_LAYOUT_PACKED, MK_NONE, 0.3f, NULL);
+    cuda_vs_cpu(DATTN_F32, 64, 120, DATTN_LAYOUT_PADDED, MK_HOLES, 0.5f, NULL);
+    cuda_vs_cpu(DATTN_F16, 128, 100, DATTN_LAYOUT_PADDED, MK_RIGHT, 0.2f, "simple");
+    /* (fp32 / fp16 only: a bf16 output cannot tell keep / (1-p) / n from its neighbours) */
+    kernel_masks(DATTN_F32, DATTN_LAYOUT_PADDED, NULL);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, NULL);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, "simple");
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, "small");
+    return tu_finish();
+}
+#endif
