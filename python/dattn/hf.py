@@ -375,19 +375,20 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
     hid = hidden_states.shape[-1]
     ctx = _Ctx(None, plan.cu_seqlens, plan.max_len, bucket, max_rel)
     x = hidden_states.reshape(B * L, hid).index_select(0, plan.src).unsqueeze(0)
-    all_hidden = (hidden_states,) if output_hidden_states else None
-    padded_out = None
+    packed_hidden = []
     for i, layer in enumerate(enc.layer):
         x = _run_layer(layer, x, rel_embeddings, ctx)
         if i == 0 and enc.conv is not None:
             x = _packed_conv(enc.conv, hidden_states, x, plan)
-        padded_out = None
         if output_hidden_states:
-            padded_out = plan.repad(x)
-            all_hidden = all_hidden + (padded_out,)
-    if padded_out is None:
-        padded_out = plan.repad(x)
-    return _output(padded_out, all_hidden, return_dict)
+            packed_hidden.append(x[0])
+    if not output_hidden_states:
+        return _output(plan.repad(x), None, return_dict)
+    # every layer's output re-padded by one scatter (DebertaV2Model always asks for the
+    # hidden states: one launch instead of two per layer)
+    padded = plan.repad_many(packed_hidden)
+    all_hidden = (hidden_states,) + tuple(padded)
+    return _output(all_hidden[-1], all_hidden, return_dict)
 
 
 # ---- packing ------------------------------------------------------------------------
@@ -408,6 +409,16 @@ class _Plan:
         hid = x.shape[-1]
         flat = x.new_zeros(self.B * self.L, hid).index_copy(0, self.src, x[0])
         return flat.view(self.B, self.L, hid)
+
+    def repad_many(self, xs) -> list:
+        """[T, hid] tensors -> [B, L, hid] each (views of one buffer), zeros at padded
+        positions. Under autograd each one keeps its own gradient path."""
+        if torch.is_grad_enabled() and any(x.requires_grad for x in xs):
+            return [self.repad(x.unsqueeze(0)) for x in xs]
+        n, hid = len(xs), xs[0].shape[-1]
+        flat = xs[0].new_zeros(n, self.B * self.L, hid)
+        flat.index_copy_(1, self.src, torch.stack(xs))
+        return list(flat.view(n, self.B, self.L, hid).unbind(0))
 
 
 def _conv_packable(enc) -> bool:

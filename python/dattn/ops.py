@@ -139,12 +139,9 @@ def _prep_mask(mask):
 # ---- forward ------------------------------------------------------------------------
 
 
-@torch.library.custom_op("dattn::fwd", mutates_args=())
-def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pk: Optional[torch.Tensor],
-         pq: Optional[torch.Tensor], mask: Optional[torch.Tensor],
-         cu_seqlens: Optional[torch.Tensor], rng: Optional[torch.Tensor], max_seqlen: int,
-         position_buckets: int, max_relative_positions: int, padded_rows: int,
-         dropout_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
+              max_relative_positions, padded_rows, dropout_p):
+    """The forward's body, shared by the registered op and the eager no-grad fast path."""
     q, k, v, pk, pq = (_last_contig(t) for t in (q, k, v, pk, pq))
     mask = _prep_mask(mask)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -156,6 +153,16 @@ def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pk: Optional[torch.T
     _lib.fwd(p)
     del ws  # the call is stream-ordered; the caching allocator keeps the block safe
     return out, lse
+
+
+@torch.library.custom_op("dattn::fwd", mutates_args=())
+def _fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, pk: Optional[torch.Tensor],
+         pq: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+         cu_seqlens: Optional[torch.Tensor], rng: Optional[torch.Tensor], max_seqlen: int,
+         position_buckets: int, max_relative_positions: int, padded_rows: int,
+         dropout_p: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
+                     max_relative_positions, padded_rows, dropout_p)
 
 
 @_fwd.register_fake
@@ -268,10 +275,27 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         rng = new_rng()
     if dropout_p <= 0.0:
         rng = None
-    out, _ = torch.ops.dattn.fwd(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen,
-                                 int(position_buckets), int(max_relative_positions),
-                                 _PADROWS[padded_rows], float(dropout_p))
+    args = (q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, int(position_buckets),
+            int(max_relative_positions), _PADROWS[padded_rows], float(dropout_p))
+    if _eager_no_grad(q, k, v, pk, pq):
+        # inference in eager mode: the op's dispatch (autograd wrapper, dynamo guard)
+        # costs ~25 us of host time per call, which decides the time of short packed
+        # batches on a GPU; the body is the same function the op runs.
+        return _fwd_impl(*args)[0]
+    out, _ = torch.ops.dattn.fwd(*args)
     return out
+
+
+def _eager_no_grad(*ts) -> bool:
+    if torch.compiler.is_compiling():
+        return False
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
+        return False
+    # a tensor subclass or mode (FakeTensor, functorch transforms, ...) takes the op
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return (all(t is None or type(t) is torch.Tensor for t in ts)
+            and not torch._C._is_torch_function_mode_enabled()
+            and _get_current_dispatch_mode() is None)
 
 
 # ---- capability probe ---------------------------------------------------------------
