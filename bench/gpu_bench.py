@@ -294,6 +294,15 @@ def encoder_level(results, quick):
         except Exception as e:
             row["dattn_error"] = str(e)[:200]
         dattn.unpatch(model)
+        if lens is not None:
+            # the packed path replaying CUDA graphs (patch(cuda_graphs=True)): no per-kernel
+            # host launch cost, which is what bounds a 561-token batch on this machine
+            dattn.patch(model, cuda_graphs=True)
+            try:
+                row["dattn_graphs_ms"] = timed(ids, mask, rep)
+            except Exception as e:
+                row["dattn_graphs_error"] = str(e)[:200]
+            dattn.unpatch(model)
         if L <= 512:
             try:
                 row["transformers_ms"] = timed(ids, mask, rep)
@@ -303,6 +312,8 @@ def encoder_level(results, quick):
             row["ratio_vs_floor"] = row["dattn_ms"] / row["sdpa_floor_ms"]
         if target is None and row.get("dattn_ms"):
             row["met"] = row["dattn_ms"] <= 3.0
+            if row.get("dattn_graphs_ms"):
+                row["met_with_graphs"] = row["dattn_graphs_ms"] <= 3.0
         elif row.get("ratio_vs_floor"):
             row["met"] = row["ratio_vs_floor"] <= target
         enc[name] = row
@@ -368,6 +379,9 @@ def main():
                                                  ("%.2f" % r["transformers_ms"]) if r.get("transformers_ms") else "-",
                                                  r.get("ratio_vs_floor") or float("nan"),
                                                  r["target_ratio_vs_floor"] or "<=3ms"))
+            if r.get("dattn_graphs_ms"):
+                print("%-16s %10.2f   (packed path replaying CUDA graphs: patch(cuda_graphs=True))"
+                      % (k + "+graphs", r["dattn_graphs_ms"]))
 
 
 if __name__ == "__main__":

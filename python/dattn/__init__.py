@@ -12,12 +12,13 @@ from ._lib import DattnError, DattnUnsupported, build_info, version  # noqa: F40
 __version__ = "0.1.0"
 
 
-def patch(model, mode: str = "auto"):
+def patch(model, mode: str = "auto", cuda_graphs: bool = False):
     """Switch every DebertaV2Encoder inside `model` to dattn, in place (returns `model`).
-    mode: "auto" (default), "padded" or "packed" (see dattn.hf)."""
+    mode: "auto" (default), "padded" or "packed" (see dattn.hf). cuda_graphs: replay CUDA
+    graphs for packed inference batches on a GPU (see dattn.hf.patch)."""
     from .hf import patch as _patch
 
-    return _patch(model, mode=mode)
+    return _patch(model, mode=mode, cuda_graphs=cuda_graphs)
 
 
 def unpatch(model):

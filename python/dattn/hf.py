@@ -67,9 +67,17 @@ def _is_encoder(mod: nn.Module) -> bool:
     return isinstance(mod, _hf_classes().DebertaV2Encoder)
 
 
-def patch(model: nn.Module, mode: str = "auto") -> nn.Module:
+def patch(model: nn.Module, mode: str = "auto", cuda_graphs: bool = False) -> nn.Module:
     """Switches every DebertaV2Encoder inside ``model`` (the model itself may be one) to
-    dattn, in place. Returns ``model``. Raises ValueError if there is none."""
+    dattn, in place. Returns ``model``. Raises ValueError if there is none.
+
+    ``cuda_graphs=True``: packed inference batches on a GPU (eval, no autograd) replay a
+    CUDA graph of the encoder's layers instead of launching every kernel from Python. The
+    packed token count is rounded up to a multiple of ``GRAPH_BUCKET`` (the extra tokens
+    form one more sequence whose results are dropped), and one graph is captured per
+    (batch, length, rounded token count, dtype), on first use. Graphs read the weights in
+    place: after replacing a parameter tensor (not updating it in place) call
+    ``dattn.unpatch`` and ``patch`` again."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     n = 0
@@ -77,6 +85,7 @@ def patch(model: nn.Module, mode: str = "auto") -> nn.Module:
         if _is_encoder(mod):
             mod.forward = types.MethodType(encoder_forward, mod)
             mod._dattn_mode = mode
+            mod._dattn_graphs = {} if cuda_graphs else None
             n += 1
     if n == 0:
         raise ValueError("dattn.patch: the model contains no DebertaV2Encoder")
@@ -89,6 +98,7 @@ def unpatch(model: nn.Module) -> nn.Module:
         if _is_encoder(mod) and is_patched(mod):
             del mod.forward
             mod.__dict__.pop("_dattn_mode", None)
+            mod.__dict__.pop("_dattn_graphs", None)
     return model
 
 
@@ -373,6 +383,9 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
 
     # packed
     hid = hidden_states.shape[-1]
+    if _graphs_apply(enc, hidden_states):
+        return _graphed_packed(enc, hidden_states, plan, output_hidden_states, return_dict,
+                               bucket, max_rel)
     ctx = _Ctx(None, plan.cu_seqlens, plan.max_len, bucket, max_rel)
     x = hidden_states.reshape(B * L, hid).index_select(0, plan.src).unsqueeze(0)
     packed_hidden = []
@@ -388,6 +401,89 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
     # hidden states: one launch instead of two per layer)
     padded = plan.repad_many(packed_hidden)
     all_hidden = (hidden_states,) + tuple(padded)
+    return _output(all_hidden[-1], all_hidden, return_dict)
+
+
+# ---- CUDA graphs (packed inference) ---------------------------------------------------
+
+GRAPH_BUCKET = 64  # packed token counts are rounded up to a multiple of this
+
+
+def _graphs_apply(enc, h: torch.Tensor) -> bool:
+    return (getattr(enc, "_dattn_graphs", None) is not None and h.is_cuda
+            and not enc.training and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling())
+
+
+class _LayerGraph:
+    """A CUDA graph of layers [first, last) of an encoder on [1, Tb, hidden] packed
+    tokens: static input x, static cu_seqlens (the batch's B sequences plus one filler
+    sequence up to Tb), static outputs (one per layer)."""
+
+    def __init__(self, enc, first, last, x, cu, max_seqlen, bucket, max_rel):
+        self.x, self.cu = x, cu
+        ctx = _Ctx(None, cu, max_seqlen, bucket, max_rel)
+
+        def body():
+            rel = enc.get_rel_embedding()
+            h, outs = self.x, []
+            for layer in enc.layer[first:last]:
+                h = _layer_body(layer, h, rel, ctx)
+                outs.append(h)
+            return outs
+
+        dev = x.device
+        side = torch.cuda.Stream(dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):  # warm-up: library handles, cuBLAS workspaces
+            body()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outs = body()
+
+
+def _graphed_packed(enc, hidden_states, plan, output_hidden_states, return_dict, bucket,
+                    max_rel):
+    B, L, T = plan.B, plan.L, plan.T
+    hid = hidden_states.shape[-1]
+    Tb = -(-T // GRAPH_BUCKET) * GRAPH_BUCKET
+    if Tb == T:
+        Tb += GRAPH_BUCKET  # the filler sequence is never empty
+    dev = hidden_states.device
+    key = (B, L, Tb, hidden_states.dtype, dev.index, torch.is_autocast_enabled("cuda"),
+           torch.get_autocast_dtype("cuda"), torch.is_inference_mode_enabled())
+    graphs = enc._dattn_graphs.get(key)
+    x0 = hidden_states.reshape(B * L, hid).index_select(0, plan.src)  # [T, hid]
+    n = len(enc.layer)
+    split = 1 if enc.conv is not None else n  # the conv (after layer 0) runs eagerly
+    if graphs is None:
+        cu = torch.empty(B + 2, dtype=torch.int32, device=dev)
+        cu[B + 1] = Tb
+        max_seqlen = max(L, GRAPH_BUCKET)
+        graphs = []
+        for first, last in ((0, split), (split, n)):
+            if first == last:
+                continue
+            x = hidden_states.new_zeros(1, Tb, hid)  # filler rows stay zero
+            cu[:B + 1].copy_(plan.cu_seqlens)
+            x[0, :T].copy_(x0)
+            graphs.append(_LayerGraph(enc, first, last, x, cu, max_seqlen, bucket, max_rel))
+        enc._dattn_graphs[key] = graphs
+    graphs[0].cu[:B + 1].copy_(plan.cu_seqlens)
+    graphs[0].x[0, :T].copy_(x0)
+    graphs[0].graph.replay()
+    packed = [o[0, :T] for o in graphs[0].outs]
+    if len(graphs) > 1:
+        xc = _packed_conv(enc.conv, hidden_states, packed[-1].unsqueeze(0), plan)
+        packed[-1] = xc[0]
+        graphs[1].x[0, :T].copy_(xc[0])
+        graphs[1].graph.replay()
+        packed += [o[0, :T] for o in graphs[1].outs]
+    if not output_hidden_states:
+        return _output(plan.repad(packed[-1].unsqueeze(0)), None, return_dict)
+    # repad_many writes fresh tensors: nothing returned aliases the graphs' buffers
+    all_hidden = (hidden_states,) + tuple(plan.repad_many(packed))
     return _output(all_hidden[-1], all_hidden, return_dict)
 
 

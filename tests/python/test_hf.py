@@ -535,3 +535,59 @@ def test_cuda_attention_dropout_falls_back(caplog, seed):
     ids, mask = ids.cuda(), mask.cuda()
     _fallback_case(m, lambda: m(ids, attention_mask=mask).last_hidden_state, caplog,
                    "attention dropout")
+
+
+@pytest.mark.skipif(_cuda_state() != "supported", reason="needs a GPU that libdattn supports")
+@pytest.mark.parametrize("kind", ["v3", "v2xl"])
+@pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode"])
+def test_cuda_graphs_packed_inference(kind, grad_mode, seed):
+    """patch(cuda_graphs=True): packed inference batches replay captured graphs; outputs
+    equal transformers on valid positions, are zero on padded ones, and never alias the
+    graphs' buffers (an earlier result survives later calls)."""
+    cfg = testing.config(kind, layers=3)
+    m = build(DebertaV2Model, cfg, "cuda").eval()
+    L = 40
+    batches = [[40, 17, 5], [33, 30, 12], [40, 40, 39], [3, 2, 1]]  # T: 62, 75, 119, 6
+    ctx = torch.no_grad if grad_mode == "no_grad" else torch.inference_mode
+    data = [inputs(3, L, cfg.vocab_size, lens, "right", "cuda") for lens in batches]
+    with ctx():
+        refs = [m(ids, attention_mask=mask, output_hidden_states=True) for ids, mask in data]
+    dattn.patch(m, mode="packed", cuda_graphs=True)
+    try:
+        kept = None
+        for rep in range(2):
+            for (ids, mask), ref in zip(data, refs):
+                with ctx():
+                    out = m(ids, attention_mask=mask, output_hidden_states=True)
+                assert hf.last_path == "packed"
+                pad = ~mask.bool()
+                for i, (a, b) in enumerate(zip(out.hidden_states, ref.hidden_states)):
+                    assert_out_close(a, b, mask, False, what=f"hidden_states[{i}]")
+                    if i > 0:
+                        assert a[pad].abs().max().item() == 0 if pad.any() else True
+                if kept is None:
+                    kept = (out.last_hidden_state, out.last_hidden_state.clone())
+        assert torch.equal(kept[0], kept[1]), "an earlier output was overwritten"
+        enc = m.encoder
+        # T 62 and 6 -> 64 tokens, 75 and 119 -> 128: two graph keys
+        assert len(enc._dattn_graphs) == 2
+    finally:
+        dattn.unpatch(m)
+    assert "_dattn_graphs" not in m.encoder.__dict__
+
+
+def test_cuda_graphs_flag_is_inert_on_cpu(seed):
+    """cuda_graphs=True on a CPU model: the packed path runs as usual."""
+    cfg = testing.config("v3")
+    m = build(DebertaV2Model, cfg, "cpu").eval()
+    ids, mask = inputs(3, 24, cfg.vocab_size, [24, 10, 3], "right", "cpu")
+    with torch.no_grad():
+        ref = m(ids, attention_mask=mask).last_hidden_state
+        dattn.patch(m, mode="packed", cuda_graphs=True)
+        try:
+            out = m(ids, attention_mask=mask).last_hidden_state
+            assert hf.last_path == "packed"
+            assert m.encoder._dattn_graphs == {}
+        finally:
+            dattn.unpatch(m)
+    assert_out_close(out, ref, mask, False)
