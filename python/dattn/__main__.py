@@ -20,7 +20,7 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
+
 
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
