@@ -52,7 +52,7 @@ if [ "$WHAT" = all ] || [ "$WHAT" = bench ]; then
   b=$(( $(left) - 230 )); [ "$WHAT" = bench ] && b=$(( $(left) - 40 ))
   [ $b -gt 290 ] && b=290
   echo "==== bench (case budget ${b}s)" | tee -a "$LOG"
-  { timeout -k 10 $(( b + 120 )) python3 -m dattn bench --device cuda --quiet --budget "$b" \
+  { timeout -k 10 $(( b + 120 )) python3 -m dattn bench --device cuda --budget "$b" \
       --out "$OUT" "$@" 2>&1; echo $? >/tmp/bench7.rc; } | tee -a "$LOG"
   r=$(cat /tmp/bench7.rc); [ "$r" -ne 0 ] && rc=$r
 fi
