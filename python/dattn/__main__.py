@@ -2,7 +2,11 @@
 
   demo      a deberta-v3-base-shaped model (random weights) on the best device: parity
             and speed of dattn (padded and packed) against transformers, as a table
-  bench     sweeps over sequence lengths; JSON (and PNG plots with matplotlib) under --out
+  bench     the encoder benchmark (v3-base shape, L 64..8192, B 1/16, fp16/bf16/fp32,
+            padded and packed): transformers, the SDPA floor, dattn and the peers
+            disentangled-flash / FlashDeBERTa when installed; JSON, tables, PNG plots
+  mnli      MNLI-shaped end-to-end run (deberta-v2-xlarge architecture, 9,815 examples of
+            MNLI-like lengths, B=16): total time and prediction agreement; JSON
   check     the parity suite (every config kind, padded and packed, forward and
             gradients) on this machine's device
   hub-repo  writes the local `kernels` layer repository (see dattn.hub)
@@ -16,7 +20,7 @@ import json
 import platform
 import sys
 import time
-from pathlib import Path
+
 
 _DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -256,132 +260,19 @@ def _device_name(device):
     return platform.processor() or platform.machine()
 
 
-# ---- bench --------------------------------------------------------------------------
+# ---- bench / mnli (python/dattn/bench.py, python/dattn/mnli.py) ------------------------
 
 
 def cmd_bench(args) -> int:
-    torch = _torch()
-    from transformers import DebertaV2Model
+    from . import bench
 
-    from . import _lib, hf, testing
-
-    device = args.device or best_device()
-    on_gpu = device.startswith("cuda")
-    seqlens = [int(s) for s in args.seqlens.split(",")] if args.seqlens else \
-        ([128, 256, 512, 1024, 2048] if on_gpu else [64, 128, 256])
-    B = args.batch or (8 if on_gpu else 2)
-    layers = args.layers or 1
-    iters = args.iters or (10 if on_gpu else 2)
-    dtype_name = args.dtype or ("bf16" if on_gpu else "fp32")
-    dtype = getattr(torch, _DTYPES[dtype_name])
-    modes = ["transformers", "padded", "packed"]
-    torch.manual_seed(args.seed)
-    cfg = testing.v3_base(layers=layers, max_position_embeddings=max(512, max(seqlens)))
-    model = DebertaV2Model(cfg).to(device=device, dtype=dtype)
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results = {
-        "meta": {"device": device, "device_name": _device_name(device), "dtype": dtype_name,
-                 "batch": B, "layers": layers, "iters": iters, "train": bool(args.train),
-                 "padding": args.padding, "library": _lib.build_info(),
-                 "torch": torch.__version__, "seed": args.seed,
-                 "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
-        "runs": [],
-    }
-    bar = _progress(len(seqlens) * len(modes), "bench", args.quiet)
-    gen = torch.Generator().manual_seed(args.seed)
-    for L in seqlens:
-        lo = max(1, int(L * (1 - args.padding * 2))) if args.padding > 0 else L
-        lengths = testing.random_lengths(B, L, gen, min_len=min(lo, L))
-        ids = torch.randint(1, cfg.vocab_size, (B, L), generator=gen).to(device)
-        mask = testing.lengths_mask(lengths, L, "right", device)
-        run = _Runner(model, ids, mask, device)
-        for mode in modes:
-            bar.set_postfix_str(f"L={L} {mode}")
-            entry = {"seqlen": L, "mode": mode, "tokens": int(sum(lengths)),
-                     "padding": 1 - sum(lengths) / (B * L)}
-            try:
-                run.forward(mode)  # warm-up
-                entry["path"] = hf.last_path if mode != "transformers" else "transformers"
-                entry["fwd_ms"] = _timed(lambda: run.forward(mode), device, iters) * 1e3
-                if args.train:
-                    run.train_step(mode)
-                    entry["train_ms"] = _timed(lambda: run.train_step(mode), device, iters) * 1e3
-                if on_gpu:
-                    torch.cuda.reset_peak_memory_stats()
-                    run.forward(mode)
-                    entry["peak_mem_mb"] = torch.cuda.max_memory_allocated() / 2**20
-            except RuntimeError as e:  # e.g. out of memory at long L for transformers
-                entry["error"] = str(e).splitlines()[0][:200]
-                if on_gpu:
-                    torch.cuda.empty_cache()
-            results["runs"].append(entry)
-            bar.update(1)
-    hf.unpatch(model)
-    bar.close()
-    path = out_dir / "bench.json"
-    path.write_text(json.dumps(results, indent=2) + "\n")
-    rows = []
-    for L in seqlens:
-        by = {r["mode"]: r for r in results["runs"] if r["seqlen"] == L}
-        base = by["transformers"].get("fwd_ms")
-        for mode in modes:
-            r = by[mode]
-            f = r.get("fwd_ms")
-            rows.append([L, mode, r.get("path", r.get("error", "")), _fmt(f, ".2f"),
-                         _fmt(base / f if base and f else None, ".2f"),
-                         _fmt(r.get("train_ms"), ".2f")])
-    print(_table(rows, ["L", "path", "ran", "fwd ms", "speed-up", "train ms"]))
-    print(f"wrote {path}")
-    pngs = _plot(results, out_dir)
-    for p in pngs:
-        print(f"wrote {p}")
-    return 0
+    return bench.cmd_bench(args)
 
 
-def _plot(results, out_dir):
-    try:
-        import matplotlib
+def cmd_mnli(args) -> int:
+    from . import mnli
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib not installed: no plots)")
-        return []
-    meta = results["meta"]
-    files = []
-    for key, label in (("fwd_ms", "forward"), ("train_ms", "forward + backward")):
-        runs = [r for r in results["runs"] if key in r]
-        if not runs:
-            continue
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
-        modes = sorted({r["mode"] for r in runs}, key=["transformers", "padded", "packed"].index)
-        for mode in modes:
-            pts = sorted((r["seqlen"], r[key]) for r in runs if r["mode"] == mode)
-            a1.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
-        base = {r["seqlen"]: r[key] for r in runs if r["mode"] == "transformers"}
-        for mode in modes:
-            if mode == "transformers":
-                continue
-            pts = sorted((r["seqlen"], base[r["seqlen"]] / r[key]) for r in runs
-                         if r["mode"] == mode and r["seqlen"] in base)
-            a2.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
-        a2.axhline(1.0, color="gray", lw=0.8)
-        for a in (a1, a2):
-            a.set_xscale("log", base=2)
-            a.set_xlabel("padded sequence length")
-            a.legend()
-        a1.set_yscale("log")
-        a1.set_ylabel("ms")
-        a2.set_ylabel("speed-up over transformers")
-        fig.suptitle(f"dattn {label}: {meta['device_name']}, {meta['dtype']}, batch "
-                     f"{meta['batch']}, {meta['layers']} layer(s)")
-        fig.tight_layout()
-        p = out_dir / f"bench_{key.split('_')[0]}.png"
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        files.append(p)
-    return files
+    return mnli.cmd_mnli(args)
 
 
 # ---- check --------------------------------------------------------------------------
@@ -504,18 +395,21 @@ def main(argv=None) -> int:
                    help="forward only (no training step)")
     p.set_defaults(fn=cmd_demo)
 
-    p = sub.add_parser("bench", help="sequence-length sweep; JSON and PNG under --out")
+    p = sub.add_parser("bench", help="encoder benchmark: transformers, SDPA floor, dattn, "
+                       "peers; JSON and PNG under --out")
     common(p)
-    p.add_argument("--out", default="bench/results/latest", help="output directory")
-    p.add_argument("--seqlens", help="comma-separated (default: 128..2048 GPU, 64,128,256 CPU)")
-    p.add_argument("--batch", type=int)
-    p.add_argument("--layers", type=int, help="encoder layers (default 1)")
-    p.add_argument("--dtype", choices=list(_DTYPES))
-    p.add_argument("--iters", type=int)
-    p.add_argument("--padding", type=float, default=0.25,
-                   help="mean fraction of padding in the batch (default 0.25)")
-    p.add_argument("--train", action="store_true", help="also time a training step")
+    from . import bench as _bench
+
+    _bench.add_arguments(p)
     p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("mnli", help="MNLI-shaped end-to-end run (deberta-v2-xlarge, 9,815 "
+                       "examples): time and prediction agreement; JSON under --out")
+    common(p)
+    from . import mnli as _mnli
+
+    _mnli.add_arguments(p)
+    p.set_defaults(fn=cmd_mnli)
 
     p = sub.add_parser("check", help="parity suite on this machine's device")
     common(p)
@@ -534,6 +428,7 @@ def main(argv=None) -> int:
     p.set_defaults(fn=cmd_info)
 
     args = ap.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     return args.fn(args)
 
 

@@ -26,23 +26,6 @@ def test_check_small(capsys):
     assert "8 passed, 0 failed" in out
 
 
-def test_bench_writes_json_and_plots(tmp_path, capsys):
-    rc = main(["bench", "--device", "cpu", "--seqlens", "16,32", "--batch", "2", "--iters", "1",
-               "--train", "--out", str(tmp_path), "--quiet"])
-    assert rc == 0
-    data = json.loads((tmp_path / "bench.json").read_text())
-    assert data["meta"]["device"] == "cpu" and data["meta"]["train"]
-    modes = {(r["seqlen"], r["mode"]) for r in data["runs"]}
-    assert modes == {(L, m) for L in (16, 32) for m in ("transformers", "padded", "packed")}
-    assert all(r["fwd_ms"] > 0 and r["train_ms"] > 0 for r in data["runs"])
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return
-    assert (tmp_path / "bench_fwd.png").stat().st_size > 1000
-    assert (tmp_path / "bench_train.png").stat().st_size > 1000
-
-
 def test_hub_repo_and_info(tmp_path, capsys):
     assert main(["hub-repo", str(tmp_path / "repo")]) == 0
     assert (tmp_path / "repo" / "build" / "torch-cpu" / "metadata.json").is_file()
