@@ -27,7 +27,7 @@ left() { echo $((BUDGET - ($(date +%s) - t0))); }
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "command: sh scripts/gpu_bench7.sh $WHAT $*"
-  echo "git: $(git rev-parse HEAD 2>/dev/null || cat GIT_COMMIT 2>/dev/null || echo none)"
+  echo "git: ${DATTN_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || cat GIT_COMMIT 2>/dev/null || echo none)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1
   python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
 } >"$OUT/env.txt" 2>&1

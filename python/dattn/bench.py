@@ -116,12 +116,15 @@ def environment(device: str) -> dict:
     else:
         env["card"] = platform.processor() or platform.machine()
         env["driver"] = None
-    try:
-        root = Path(__file__).resolve().parents[2]
-        env["git"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
-                                    capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except Exception:
-        env["git"] = None
+    # DATTN_GIT_COMMIT first: a copied tree (the GPU machine's) may carry a stale .git
+    env["git"] = os.environ.get("DATTN_GIT_COMMIT") or None
+    if env["git"] is None:
+        try:
+            root = Path(__file__).resolve().parents[2]
+            env["git"] = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                                        capture_output=True, text=True, timeout=10).stdout.strip() or None
+        except Exception:
+            env["git"] = None
     return env
 
 
