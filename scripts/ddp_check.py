@@ -216,6 +216,7 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=None, help="default 1e-4 (tiny: 1e-3)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--label-noise", type=float, default=0.0)
+    ap.add_argument("--fillers", type=int, default=8)
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--init-seed", type=int, default=1)
     ap.add_argument("--data-seed", type=int, default=2)

@@ -9,17 +9,19 @@ share_att_key, c2p + p2c, LayerNorm'd rel embeddings, no absolute positions -- w
 small vocabulary (--vocab, default 512; the real one is 128k, which only costs embedding
 memory and plays no part in attention), hidden and attention dropout 0.1.
 
-Task: every sequence is random filler tokens with two marker tokens A and B at random
+Task: every sequence is random filler tokens (--fillers distinct ones, default 8) with two marker tokens A and B at random
 distinct positions; label 1 if A comes before B, else 0, flipped with probability
 --label-noise (default 0.1). The model has no absolute positions, so only the relative
 position terms can tell the order: the task needs exactly what dattn computes. The
 label noise puts a floor under the loss (the entropy of the noise, 0.325 nats at 0.1),
 so "final within 2%" compares two models near one well-defined value rather than two
-numbers near 0. Both runs see the same batches (generated once, up front), the same
+numbers near 0. (On the CPU the tiny model, B=32 L=32 lr 1e-3, reaches 0.328 / 0.333
+in 300 steps: rel diff 1.6%.) Both runs see the same batches (generated once, up front), the same
 initial weights and the same torch seed; their dropout masks differ (dattn draws its
 attention mask inside the kernel), which is the run-to-run noise the 2% allows for.
 
-Training: AdamW (lr 1e-4, weight decay 0.01, 30 warmup steps then linear decay), grad
+Training from random weights: AdamW (lr 3e-4; tiny 1e-3; weight decay 0.01, 30 warmup
+steps then linear decay), grad
 clipping 1.0, bf16 autocast on CUDA (--dtype), B=32 L=128 by default (--batch, --length),
 300 steps. On an H200 both runs together take well under 90 s even with the first, simple
 CUDA backward.
@@ -82,7 +84,8 @@ def make_data(args):
     """All batches up front (CPU): ids [steps, B, L], mask, labels [steps, B]."""
     g = torch.Generator().manual_seed(args.data_seed)
     n, B, L = args.steps, args.batch, args.length
-    ids = torch.randint(FIRST_FILLER, args.vocab, (n, B, L), generator=g)
+    hi = min(args.vocab, FIRST_FILLER + max(1, args.fillers))
+    ids = torch.randint(FIRST_FILLER, hi, (n, B, L), generator=g)
     ids[:, :, 0] = CLS
     # variable lengths (right padding) so that the padded paths are exercised too
     lens = torch.randint(L // 2, L + 1, (n, B), generator=g)
@@ -147,9 +150,11 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=None, help="default 32 (tiny: 4)")
     ap.add_argument("--length", type=int, default=None, help="default 128 (tiny: 24)")
     ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--lr", type=float, default=None, help="default 3e-4 (tiny: 1e-3)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--label-noise", type=float, default=0.1)
+    ap.add_argument("--fillers", type=int, default=8,
+                    help="number of distinct filler tokens (few: the markers stand out)")
     ap.add_argument("--dtype", choices=["bf16", "fp16", "fp32"], default=None,
                     help="autocast dtype (fp32: none); default bf16 on CUDA, fp32 on CPU")
     ap.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (CPU smoke test)")
@@ -162,6 +167,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     args.batch = args.batch or (4 if args.tiny else 32)
     args.length = args.length or (24 if args.tiny else 128)
+    args.lr = args.lr or (1e-3 if args.tiny else 3e-4)
     device = torch.device(args.device)
     if args.dtype is None:
         args.dtype = "bf16" if device.type == "cuda" else "fp32"
