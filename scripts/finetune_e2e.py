@@ -21,9 +21,8 @@ initial weights and the same torch seed; their dropout masks differ (dattn draws
 attention mask inside the kernel), which is the run-to-run noise the 2% allows for.
 
 Training from random weights: AdamW (lr 3e-4; tiny 1e-3; weight decay 0.01, 30 warmup
-steps then linear decay), grad
-clipping 1.0, bf16 autocast on CUDA (--dtype), B=32 L=128 by default (--batch, --length),
-300 steps. On an H200 both runs together take well under 90 s even with the first, simple
+steps then linear decay), grad clipping 1.0, bf16 autocast on CUDA (--dtype), B=32 L=128
+by default (--batch, --length), 300 steps. On an H200 both runs together take well under 90 s even with the first, simple
 CUDA backward.
 
 Gates (exit 1 when one fails; --no-gates reports them only, for smoke tests):
