@@ -3,7 +3,9 @@
 # benchmarks. Everything is logged under $OUT (default gpu-out/); a short summary table
 # is printed last. Each step has its own time limit so that one run stays under ~9 min.
 #
-#   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san]
+#   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san] [--train]
+#   --train: only the training steps (build, pytest of tests/python/test_train.py on
+#            CUDA, train-bench, finetune-e2e), about 5 min
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
 #   JOBS=16
 set -u
@@ -12,12 +14,13 @@ mkdir -p "$OUT"
 LOG=$OUT/gpu_check.log
 JOBS=${JOBS:-16}
 ARCHS=${CUDA_ARCHS:--gencode=arch=compute_90a,code=sm_90a}
-QUICK=0 BENCH=1 SAN=1
+QUICK=0 BENCH=1 SAN=1 TRAIN=0
 for a in "$@"; do
   case $a in
     --quick) QUICK=1 ;;
     --no-bench) BENCH=0 ;;
     --no-san) SAN=0 ;;
+    --train) TRAIN=1 ;;
   esac
 done
 : >"$LOG"
@@ -66,10 +69,15 @@ step() {
 cat "$OUT/env.txt" >>"$LOG"
 
 # 1. build (resource usage of every kernel goes to build.log)
-step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
+if [ $TRAIN -eq 1 ]; then
+  step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" lib
+else
+  step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
+fi
 grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
 
 # 2. SASS: tensor-core instructions present, no local memory
+if [ $TRAIN -eq 0 ]; then
 (
   for o in build/src/cuda/fwd_sm80_d*.o; do
     n_hmma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c HMMA)
@@ -81,9 +89,11 @@ grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\
 ) >"$OUT/sass.txt" 2>&1
 rc=$?; cat "$OUT/sass.txt" >>"$LOG"
 printf '%-28s %-14s\n' "sass(HMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
+fi
 
 # 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
 for t in build/tests/test_cuda_*; do
+  [ $TRAIN -eq 1 ] && break
   case $t in *.o) continue ;; esac
   if [ $QUICK -eq 1 ]; then step "$(basename "$t") --quick" 120 "$t" --quick
   else step "$(basename "$t")" 240 "$t"; fi
@@ -91,7 +101,7 @@ for t in build/tests/test_cuda_*; do
 done
 
 # 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward
-if [ $SAN -eq 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
+if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck initcheck synccheck; do
     lim=90; [ $tool = racecheck ] && lim=150
     for t in test_cuda_bwd test_cuda_fwd; do
@@ -103,37 +113,56 @@ if [ $SAN -eq 1 ] && command -v compute-sanitizer >/dev/null 2>&1; then
 fi
 
 # 6. benchmarks
-if [ $BENCH -eq 1 ]; then
+if [ $BENCH -eq 1 ] && [ $TRAIN -eq 0 ]; then
   step bench 240 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
 fi
 
 # 5. pytest on CUDA (the Python layer's suite, when present): forward and, now that the
 #    CUDA backward exists, gradients (tests/python/conftest.py asks the library whether the
 #    backward runs on the device; where it would not, the gradient part is SKIPPED).
+PYTESTS=tests/python
+[ $TRAIN -eq 1 ] && PYTESTS=tests/python/test_train.py
 if [ -d tests/python ]; then
   step "pytest(cuda)" 300 env DATTN_LIBRARY="$(pwd)/build/libdattn.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
-    python3 -m pytest -q -rfEs -k cuda -p no:cacheprovider tests/python
+    python3 -m pytest -q -rfEs -k cuda -p no:cacheprovider $PYTESTS
   grep -E "^[0-9]+ (passed|failed)" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 
 # 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
-if [ -d python/dattn ]; then
+if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
   step "bwd-bench" 100 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
 fi
 
+# 5c. training (issue 5): the encoder training step against transformers (v3-base shape,
+#     B=8 L=512 and B=4 L=2048, fp16 autocast; targets in the JSON), then the end-to-end
+#     fine-tune (v3-small shape, 300 steps, bf16 autocast, dropout on; transformers vs dattn
+#     final loss within 2%, task learned). Each stays under ~90 s.
+if [ -d python/dattn ] && [ $BENCH -eq 1 ]; then
+  step "train-bench" 120 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+    PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_train_bench.py --json "$OUT/train_bench.json" \
+    $([ $QUICK -eq 1 ] && echo --quick)
+  grep -E "time ratio|targets (met|NOT)" "$LOG" | tail -3 >>"$SUMMARY"
+fi
+if [ -d python/dattn ]; then
+  step "finetune-e2e" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+    PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/finetune_e2e.py --device cuda \
+    --json "$OUT/finetune_e2e.json"
+  grep -E "^finetune_e2e: initial" "$LOG" | tail -1 >>"$SUMMARY"
+fi
+
 # 6b. the README main job on the GPU (python -m dattn demo: v3-base-shaped model, dattn vs
 #     transformers, parity + speed)
-if [ -d python/dattn ]; then
+if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
   step "demo(cuda)" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 -m dattn demo --device cuda --quiet
 fi
 
 # 7. SPEC acceptance rule against transformers' eager path on this GPU (forward)
-step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+[ $TRAIN -eq 1 ] || step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
   python3 bench/gpu_parity.py --json "$OUT/parity.json"
-grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+[ $TRAIN -eq 1 ] || grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 
 t_end=$(date +%s)
 python3 - "$OUT" "$t_start" "$t_end" <<'EOF' >>"$LOG" 2>&1
@@ -142,7 +171,7 @@ out, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 env = open(os.path.join(out, "env.txt")).read()
 steps = open(os.path.join(out, "summary.txt")).read().splitlines()
 j = dict(env=env, steps=steps, seconds=t1 - t0)
-for name in ("bench", "parity", "bwd_bench"):
+for name in ("bench", "parity", "bwd_bench", "train_bench", "finetune_e2e"):
     b = os.path.join(out, name + ".json")
     if os.path.exists(b):
         j[name] = json.load(open(b))

@@ -14,8 +14,15 @@ Layouts (see include/dattn.h):
   pk, pq  [H, 2S, D] or None (None switches the c2p / p2c term off)
 
 Dropout (dropout_p > 0) draws its Philox key from ``rng``, an int64 CPU tensor
-[seed, offset]; ``attention()`` takes it from torch's default CPU generator, so
-``torch.manual_seed`` makes runs reproducible and forward/backward see the same mask.
+[seed, offset] that forward and backward share (the mask is regenerated, never stored).
+``attention()`` takes it from PyTorch's generator of the tensors' device (``new_rng``):
+on CUDA the seed of ``torch.cuda.default_generators[i]`` and its Philox offset, which it
+advances by 4 as PyTorch's own random kernels do, so ``torch.manual_seed`` or
+``torch.cuda.manual_seed`` make runs reproducible, activation checkpointing (which saves
+and restores that generator's state) recomputes the same mask, and nothing waits on the
+device; on the CPU two draws from the default CPU generator. Under torch.compile the draw
+is the opaque op ``dattn::rng`` so that it runs at every call of the compiled code. (Under
+CUDA graph capture the drawn offset would be frozen into the graph: not supported.)
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import torch
 
 from . import _lib
 
-__all__ = ["attention", "probe", "dtype_code", "DattnError", "DattnUnsupported"]
+__all__ = ["attention", "new_rng", "probe", "dtype_code", "DattnError", "DattnUnsupported"]
 
 DattnError = _lib.DattnError
 DattnUnsupported = _lib.DattnUnsupported
@@ -237,9 +244,38 @@ _fwd.register_autograd(_backward, setup_context=_setup_context)
 # ---- public wrapper -----------------------------------------------------------------
 
 
-def new_rng() -> torch.Tensor:
-    """[seed, offset] for one dropout call, from torch's default CPU generator."""
+def new_rng(device: "torch.device | str | None" = None) -> torch.Tensor:
+    """[seed, offset] (int64, on the CPU) for one dropout call on ``device``, from
+    PyTorch's generator of that device; no device synchronisation.
+
+    CUDA: the device generator's seed and current Philox offset; the offset is then
+    advanced by 4 (PyTorch's unit), so the next call -- or PyTorch's own dropout -- gets
+    a fresh counter range. CPU (and None): two draws from the default CPU generator."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cuda":
+        idx = dev.index if dev.index is not None else torch.cuda.current_device()
+        torch.cuda.init()  # default_generators is empty before CUDA is initialised
+        gen = torch.cuda.default_generators[idx]
+        seed = gen.initial_seed() & 0xFFFFFFFFFFFFFFFF
+        offset = gen.get_offset()
+        gen.set_offset(offset + 4)
+        if seed >= 1 << 63:  # as a signed int64; _fill masks it back to uint64
+            seed -= 1 << 64
+        return torch.tensor([seed, offset], dtype=torch.int64)
     return torch.randint(0, 2**62, (2,), dtype=torch.int64)
+
+
+@torch.library.custom_op("dattn::rng", mutates_args=(),
+                         tags=(torch.Tag.nondeterministic_seeded,))
+def _rng_op(like: torch.Tensor) -> torch.Tensor:
+    """new_rng(like.device) as an opaque op: torch.compile keeps the draw (and the
+    generator's advance) in the compiled code instead of tracing generator calls."""
+    return new_rng(like.device)
+
+
+@_rng_op.register_fake
+def _rng_fake(like):
+    return torch.empty(2, dtype=torch.int64, device="cpu")
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -272,7 +308,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         if mask is not None and mask.dtype not in (torch.uint8, torch.bool):
             mask = mask != 0
     if dropout_p > 0.0 and rng is None:
-        rng = new_rng()
+        rng = torch.ops.dattn.rng(q) if torch.compiler.is_compiling() else new_rng(q.device)
     if dropout_p <= 0.0:
         rng = None
     args = (q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, int(position_buckets),
