@@ -212,7 +212,7 @@ def main(argv=None):
     ap.add_argument("--global-batch", type=int, default=None, help="default 16 (tiny: 4)")
     ap.add_argument("--length", type=int, default=None, help="default 128 (tiny: 24)")
     ap.add_argument("--vocab", type=int, default=512)
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--lr", type=float, default=None, help="default 1e-4 (tiny: 1e-3)")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--label-noise", type=float, default=0.0)
