@@ -207,10 +207,11 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 #pragma unroll
     for (int ks = 0; ks < (G::XREG ? G::KS : 1); ks++)
         ldsm_x4(xf[ks], sX + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
-    uint32_t zf[G::ZREG ? G::KS : 1][4];
-    if (G::ZREG) {
+    constexpr int ZR = G::ZREG && !KV; /* the dkdv kernel needs the registers for dV */
+    uint32_t zf[ZR ? G::KS : 1][4];
+    if (ZR) {
 #pragma unroll
-        for (int ks = 0; ks < (G::ZREG ? G::KS : 1); ks++)
+        for (int ks = 0; ks < (ZR ? G::KS : 1); ks++)
             ldsm_x4(zf[ks], sZ + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
     }
 
@@ -462,7 +463,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 #pragma unroll
         for (int kc = 0; kc < G::CPR; kc += 4) {
             uint32_t za[2][4];
-            bwd_afrag<D, G::ZREG>(za, zf, sZ, wr0, kc);
+            bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++) {
                 uint32_t r[4];
@@ -520,22 +521,23 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
             if (KV) {
                 /* P as hi + lo storage-dtype parts: dv as accurate as with fp32 P (the P
                  * rounding alone would use more than the tests' dv bound) */
-                uint32_t ph[4], pl[4];
 #pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const float *pe = dp[2 * kk + (q >> 1)] + 2 * (q & 1);
-                    const uint16_t h0 = f2h<BF>(pe[0]), h1 = f2h<BF>(pe[1]);
-                    ph[q] = (uint32_t)h0 | ((uint32_t)h1 << 16);
-                    pl[q] = pack2<BF>(pe[0] - h2f<BF>(h0), pe[1] - h2f<BF>(h1));
-                }
+                for (int part = 0; part < 2; part++) {
+                    uint32_t pp[4];
 #pragma unroll
-                for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
-                    uint32_t r[4];
-                    ldsm_x4_trans(r, sW + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
-                    mma16816_acc<BF>(dv[KV ? dq2 : 0], ph, r[0], r[1]);
-                    mma16816_acc<BF>(dv[KV ? dq2 + 1 : 0], ph, r[2], r[3]);
-                    mma16816_acc<BF>(dv[KV ? dq2 : 0], pl, r[0], r[1]);
-                    mma16816_acc<BF>(dv[KV ? dq2 + 1 : 0], pl, r[2], r[3]);
+                    for (int q = 0; q < 4; q++) {
+                        const float *pe = dp[2 * kk + (q >> 1)] + 2 * (q & 1);
+                        const uint16_t h0 = f2h<BF>(pe[0]), h1 = f2h<BF>(pe[1]);
+                        pp[q] = part ? pack2<BF>(pe[0] - h2f<BF>(h0), pe[1] - h2f<BF>(h1))
+                                     : ((uint32_t)h0 | ((uint32_t)h1 << 16));
+                    }
+#pragma unroll
+                    for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                        uint32_t r[4];
+                        ldsm_x4_trans(r, sW + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                        mma16816_acc<BF>(dv[KV ? dq2 : 0], pp, r[0], r[1]);
+                        mma16816_acc<BF>(dv[KV ? dq2 + 1 : 0], pp, r[2], r[3]);
+                    }
                 }
             }
         }
