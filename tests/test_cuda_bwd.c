@@ -68,6 +68,7 @@ typedef struct devctx {
     void *dar[16];
     size_t dbytes[16];
     const char *force; /* DATTN_CUDA_FWD for the forward */
+    const char *bforce; /* DATTN_CUDA_BWD for the backward */
     int no_ws;         /* call without the workspace (API check) */
 } devctx;
 
@@ -130,8 +131,10 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     p.workspace = ws;
     p.workspace_size = wsz;
     if (!is_bwd && x->force) setenv("DATTN_CUDA_FWD", x->force, 1);
+    if (is_bwd && x->bforce) setenv("DATTN_CUDA_BWD", x->bforce, 1);
     if (st == DATTN_OK) st = is_bwd ? dattn_bwd(&p) : dattn_fwd(&p);
     if (!is_bwd && x->force) unsetenv("DATTN_CUDA_FWD");
+    if (is_bwd && x->bforce) unsetenv("DATTN_CUDA_BWD");
     cudaError_t e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
@@ -174,8 +177,9 @@ static tcase mk(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
 }
 
 /* Forward and backward on the GPU against ref64; with `twice`, the backward again and
- * bitwise equal. */
-static void run(const tcase *c, const char *force, int twice)
+ * bitwise equal. bforce: DATTN_CUDA_BWD for the backward (NULL: the library's choice,
+ * which is the tensor-core backward for fp16/bf16, D 64/128, no dropout). */
+static void run_b(const tcase *c, const char *force, const char *bforce, int twice)
 {
     if (c->L > max_l) return;
     tprob P;
@@ -184,7 +188,8 @@ static void run(const tcase *c, const char *force, int twice)
     tprob_init(&P, c, &rng);
     attach(&P, &x);
     x.force = force;
-    P.tag = force ? force : NULL;
+    x.bforce = bforce;
+    P.tag = bforce ? (force ? "fwd-forced+bwd-simple" : "bwd-simple") : force ? force : NULL;
     if (tprob_fwd(&P, 1) && c->bwd && tprob_bwd(&P, 1) && twice) {
         size_t n1 = 0, n2 = 0;
         unsigned char *b1 = tprob_bwd_bits(&P, &n1);
@@ -199,6 +204,8 @@ static void run(const tcase *c, const char *force, int twice)
     devctx_free(&x);
     tprob_free(&P);
 }
+
+static void run(const tcase *c, const char *force, int twice) { run_b(c, force, NULL, twice); }
 
 static const int32_t DT[3] = {DATTN_F16, DATTN_BF16, DATTN_F32};
 
@@ -330,6 +337,39 @@ static void sweep_determinism(void)
     c = mk(DATTN_F32, 2, 200, 2, 48);
     c.mask = MK_MIXED, c.B = 6, c.dropout = 0.2f;
     run(&c, NULL, 1);
+}
+
+/* 8. The tensor-core backward (fp16 / bf16, D 64 / 128, no dropout): L across its 64-row
+ * blocks and 64 / 32-column tiles, each term alone and both, every position kind (band
+ * tiles in the linear and log zones, saturated tiles, the reflected map of the dkdv
+ * kernel), masks, padded-row modes, packed; determinism on every other case; a few
+ * cases forced onto the simple backward (the path choice itself). */
+static void sweep_tc(void)
+{
+    static const int64_t Ls[] = {1, 17, 63, 64, 65, 96, 127, 129, 200, 257, 300};
+    static const int masks[] = {MK_NONE, MK_HOLES, MK_RIGHT, MK_LEFT, MK_MIXED, MK_EMPTY, MK_SINGLE, MK_ONES};
+    static const int pas[4] = {3, DATTN_POS_C2P, DATTN_POS_P2C, 0};
+    int k = 0;
+    for (int li = 0; li < (int)(sizeof Ls / sizeof Ls[0]); li++)
+        for (int dd = 0; dd < 2; dd++, k++) {
+            const int64_t L = Ls[li];
+            tcase c = mk(k % 2 ? DATTN_BF16 : DATTN_F16, 2, L, 2, dd ? 128 : 64);
+            c.mask = masks[k % 8];
+            if (c.mask == MK_MIXED) c.B = 6;
+            c.padrows = (k / 3) % 2;
+            c.variant = k % LY_COUNT;
+            set_pos(&c, k % 3);
+            c.pos_att = pas[(k / 2) % 4];
+            if (k % 5 == 2) c.layout = DATTN_LAYOUT_PACKED, c.mask = MK_NONE, c.B = 3;
+            run_b(&c, NULL, k % 9 == 8 ? "simple" : NULL, k % 2);
+        }
+    /* long enough for saturated tiles of the v3 map on both sides */
+    tcase c = mk(DATTN_BF16, 1, 1200, 2, 64);
+    c.mask = MK_RIGHT;
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_F16, 1, 700, 1, 128);
+    c.pos_att = DATTN_POS_P2C;
+    run_b(&c, NULL, NULL, 0);
 }
 
 /* ---------------------------------------------------------------- CUDA == CPU */
@@ -677,6 +717,13 @@ int main(int argc, char **argv)
         c = mk(DATTN_F16, 2, 40, 1, 64);
         c.mask = MK_MIXED, c.B = 6, c.dropout = 0.5f;
         run(&c, "simple", 0);
+        c = mk(DATTN_F16, 2, 150, 2, 64); /* tensor-core backward, both terms, log zone */
+        c.mask = MK_HOLES;
+        run(&c, NULL, 1);
+        c = mk(DATTN_BF16, 3, 100, 1, 128);
+        c.layout = DATTN_LAYOUT_PACKED;
+        set_pos(&c, 2); /* saturated tiles */
+        run(&c, NULL, 0);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
         return tu_finish();
     }
@@ -687,6 +734,7 @@ int main(int argc, char **argv)
     sweep_dims();
     sweep_dropout();
     sweep_determinism();
+    sweep_tc();
     static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
     packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
     packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);

@@ -505,6 +505,18 @@ extern "C" size_t dattn_bwd_dkdv_smem(int D)
            2 * DATTN_CUDA_TAB_MAX;
 }
 
+/* Kernel 1 alone (the tensor-core backward's D_i). */
+extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream)
+{
+    typedef void (*kfn)(dattn_bwd_args);
+    const kfn di = dtype == 0 ? dattn_bwd_di_f32 : dtype == 1 ? dattn_bwd_di_f16 : dattn_bwd_di_bf16;
+    const dattn_fwd_args &a = A->f;
+    const unsigned gx = (unsigned)((a.L + BWD_ROWS - 1) / BWD_ROWS);
+    if (gx == 0 || a.B == 0) return cudaSuccess;
+    di<<<dim3(gx, (unsigned)a.H, (unsigned)a.B), 32 * BWD_ROWS, 0, stream>>>(*A);
+    return cudaGetLastError();
+}
+
 /* Launches kernels 1-5 on `stream` for a validated call (grid extents > 0 checked here). */
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream)
 {

@@ -13,8 +13,11 @@
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
- * Backward: the simple kernels of bwd_simple.cu (five stream-ordered launches, no atomics,
- * bitwise deterministic) for every case the forward supports. */
+ * Backward (both paths without atomics, bitwise deterministic):
+ *   fp16/bf16, D in {64, 128}, no dropout, att span S <= 256 with S % 8 == 0, a monotone
+ *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
+ *   anything else -> the simple kernels of bwd_simple.cu.
+ * DATTN_CUDA_BWD = simple forces the simple backward (tests). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -44,6 +47,8 @@ extern "C" cudaError_t dattn_launch_fwd_padrows_drop(const dattn_fwd_args *a, in
 extern "C" size_t dattn_bwd_dq_smem(int D);
 extern "C" size_t dattn_bwd_dkdv_smem(int D);
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
+extern "C" size_t dattn_bwd_sm80_smem(int D, int S);
+extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, cudaStream_t stream);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -241,17 +246,35 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *   di    rows           D_i = dout_i . out_i
  *   rsat  2 rows  [c2p]  row sums of ds/scale over the saturated distances
  *   csat  2 rows  [p2c]  column sums of the same
- *   ppk   B*H*2S*D [c2p] per-(sequence, head) fp32 partials of dpk
- *   ppq   B*H*2S*D [p2c] per-(sequence, head) fp32 partials of dpq
+ *   ppk   B*H*2S*D [c2p] per-(sequence, head) fp32 partials of dpk (simple path);
+ *         B*H*ceil(L/64)*2S*D per row block when the tensor-core path may run
+ *   ppq   the same for dpq [p2c]
  * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
 typedef struct bws_layout {
     size_t di, rsat, csat, ppk, ppq, total;
 } bws_layout;
 
+/* The tensor-core backward's call-level conditions (pointer alignment is checked at
+ * dispatch); its table partials are [B*H*ceil(L/64)][2S][D] fp32 instead. */
+static int bwd_tc_call(const dattn_call *c)
+{
+    if (c->p->dtype == DATTN_F32 || !(c->D == 64 || c->D == 128) || c->drop_threshold) return 0;
+    if (c->c2p || c->p2c) {
+        const slot_cache *sc;
+        if (get_slots(c, &sc) != DATTN_OK) return 0;
+        if (!sc->mono || sc->S > 256 || sc->S % 8 != 0) return 0;
+    }
+    return 1;
+}
+
 static void layout_bws(const dattn_call *c, bws_layout *w)
 {
     const size_t rows = c->packed ? (size_t)c->H * (size_t)c->T : (size_t)c->B * (size_t)c->H * (size_t)c->L;
-    const size_t part = (size_t)c->B * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
+    size_t part = (size_t)c->B * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
+    if ((c->c2p || c->p2c) && bwd_tc_call(c)) {
+        const size_t tc = (size_t)c->B * (size_t)c->H * (size_t)((c->L + 63) / 64) * 2 * (size_t)c->S * (size_t)c->D;
+        if (tc > part) part = tc;
+    }
     size_t off = 0;
     w->rsat = w->csat = w->ppk = w->ppq = WS_NONE;
     w->di = off;
@@ -543,7 +566,20 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.ppk = wl.ppk != WS_NONE ? (float *)(ws + wl.ppk) : NULL;
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
-    cudaError_t e = dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
+    const char *force = getenv("DATTN_CUDA_BWD");
+    int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
+    const dattn_fwd_args &a = A.f;
+    tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
+         al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
+         st16(a.k_sl) && st16(a.k_sh) && st16(a.v_sb) && st16(a.v_sl) && st16(a.v_sh) &&
+         st16(A.do_sb) && st16(A.do_sl) && st16(A.do_sh) && st16(A.dq_sb) && st16(A.dq_sl) &&
+         st16(A.dq_sh) && st16(A.dk_sb) && st16(A.dk_sl) && st16(A.dk_sh) && st16(A.dv_sb) &&
+         st16(A.dv_sl) && st16(A.dv_sh);
+    if (c->c2p) tc = tc && al16(a.pk) && st16(a.pk_sh) && st16(a.pk_ss);
+    if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
+    if (tc && dattn_bwd_sm80_smem((int)c->D, a.S) > (size_t)di.smem_optin) tc = 0;
+    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, (cudaStream_t)p->stream)
+                       : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "backward kernel launch");
     return DATTN_OK;
 }

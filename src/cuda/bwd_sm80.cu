@@ -1,0 +1,87 @@
+/* Tensor-core backward: the deterministic reduce of the table-gradient partials and the
+ * launcher of the whole backward on this path (bwd_sm80.cuh has the design). */
+#include "bwd_sm80.cuh"
+
+#include <cuda_runtime.h>
+
+/* dp[h, t, :] = sum over sequences b, then row blocks in order, of the fp32 partials of the
+ * row blocks whose slot range holds t (bwd_tc_range, as the writer); zeros elsewhere. */
+template <int DT, int KV>
+DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
+{
+    const dattn_fwd_args &a = A.f;
+    const int t = blockIdx.x, h = blockIdx.y, S2 = 2 * a.S, D = a.D;
+    const int nblk = (a.L + 63) / 64;
+    const float *part = KV ? A.ppq : A.ppk;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float s = 0.f;
+        for (int b = 0; b < a.B; b++) {
+            int tok0, len;
+            dev_seq(a, b, tok0, len);
+            for (int rb = 0; rb < nblk && rb * 64 < len; rb++) {
+                int tlo, thi;
+                bwd_tc_range(a, a.tab, KV, rb * 64, len, tlo, thi);
+                if (t < tlo || t > thi) continue;
+                s += part[((((int64_t)b * a.H + h) * nblk + rb) * S2 + t) * D + d];
+            }
+        }
+        if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
+        else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
+    }
+}
+
+#define BWD_RED(SUF, DT, KV)                                                                   \
+    extern "C" __global__ void __launch_bounds__(128)                                         \
+        dattn_bwd_tc_reduce_##SUF##_kv##KV(const __grid_constant__ dattn_bwd_args A)             \
+    {                                                                                          \
+        bwd_tc_reduce_body<DT, KV>(A);                                                         \
+    }
+BWD_RED(f16, 1, 0)
+BWD_RED(f16, 1, 1)
+BWD_RED(bf16, 2, 0)
+BWD_RED(bf16, 2, 1)
+
+extern "C" size_t dattn_bwd_sm80_smem_d64(int S);
+extern "C" size_t dattn_bwd_sm80_smem_d128(int S);
+extern "C" cudaError_t dattn_launch_bwd_sm80_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_bwd_sm80_d128(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
+
+/* Shared memory the tensor-core backward needs for head dim D and att span S (0: no
+ * such kernel). */
+extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
+{
+    if (D == 64) return dattn_bwd_sm80_smem_d64(S);
+    if (D == 128) return dattn_bwd_sm80_smem_d128(S);
+    return 0;
+}
+
+/* D_i, the dq kernel, the dkdv kernel, the table reduces; all on `stream`. */
+extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, cudaStream_t stream)
+{
+    const dattn_fwd_args &a = A->f;
+    cudaError_t e;
+    if (a.B == 0 || a.L == 0) {
+        /* nothing but (zero) table gradients */
+    } else {
+        if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
+        for (int which = 0; which < 2; which++) {
+            e = a.D == 64 ? dattn_launch_bwd_sm80_d64(A, bf, which, stream)
+                          : dattn_launch_bwd_sm80_d128(A, bf, which, stream);
+            if (e != cudaSuccess) return e;
+        }
+    }
+    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H);
+    const unsigned nt = (unsigned)(a.D < 128 ? a.D : 128);
+    if (a.c2p) {
+        if (bf) dattn_bwd_tc_reduce_bf16_kv0<<<grid, nt, 0, stream>>>(*A);
+        else dattn_bwd_tc_reduce_f16_kv0<<<grid, nt, 0, stream>>>(*A);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (a.p2c) {
+        if (bf) dattn_bwd_tc_reduce_bf16_kv1<<<grid, nt, 0, stream>>>(*A);
+        else dattn_bwd_tc_reduce_f16_kv1<<<grid, nt, 0, stream>>>(*A);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+}

@@ -1,0 +1,677 @@
+/* dattn backward, tensor-core kernels for sm_80 and newer (fp16 / bf16, fp32 accumulate).
+ *
+ * Two kernels with one body (template flag KV), FlashAttention-2 structure without
+ * atomics: a CTA owns BM = 64 "row" tokens of one (sequence, head) (4 warps x 16 rows) and
+ * walks the "column" tiles of BN tokens, recomputing the scores with both position terms
+ * on chip exactly as the forward does (fwd_sm80.cuh: band tiles through a pk / pq ring and
+ * skewed reads, saturated tiles as per-row / per-column constants).
+ *
+ *   KV = 0 (dq kernel)   rows = queries i, columns = keys j.
+ *        X = Q, Y = K, Z = dO (row operand of dP), W = V; row-side table TR = pk (c2p),
+ *        column-side table TC = pq (p2c).  dQ = dS K + C PK,  dpk partial = C^T Q.
+ *   KV = 1 (dkdv kernel) rows = keys j, columns = queries i (everything transposed).
+ *        X = K, Y = Q, Z = V, W = dO; TR = pq (p2c), TC = pk (c2p).
+ *        dK = dS^T Q + C' PQ, dV = P^T dO,  dpq partial = C'^T K.
+ *        In the row frame r' = row - col = j - i, and slot(i - j) = slot(-r') is
+ *        non-increasing in r'; the ring / window code wants a non-decreasing map, so the
+ *        kernel works with the reflected slot s' = 2S - 1 - slot(-r') (table row 2S-1-s').
+ *
+ * C (per CTA, shared memory, [BM][2S] fp16/bf16): C[x][t] = sum of ds over the columns y of
+ * row x whose real slot slot(i - j) is t (band tiles scatter ds by slot, log-zone
+ * collisions serialized over the 4 lanes of a row in a fixed order; saturated tiles sum
+ * their rows in fp32 registers, added to the saturated slots at the end). Then the
+ * row-side table's gradient part of dX is one MMA C . TR (instead of a skewed MMA per
+ * tile) and the table gradient of the row block is C^T . X, written as an fp32 partial
+ * [row block][2S][D] (only the slot range the block touches); a reduce kernel sums the
+ * partials in row-block order (bitwise deterministic, one writer per cell).
+ *
+ * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
+ * same: fp16 keeps more of a small ds that way).
+ *
+ * Not covered here (launch.cu routes them to bwd_simple.cu): fp32, D not in {64, 128},
+ * dropout, 2S > 512, non-monotone slot maps, unaligned rows.
+ */
+#ifndef DATTN_CUDA_BWD_SM80_CUH
+#define DATTN_CUDA_BWD_SM80_CUH
+
+#include "fwd_sm80.cuh"
+
+#define DATTN_BWD_TC_SMAX 256 /* largest att span S on this path: C is [BM][2S + 8] */
+
+template <int D, int BN>
+struct bwd_geom {
+    static constexpr int NW = 4;
+    static constexpr int BM = 64;
+    static constexpr int NTHR = 32 * NW;
+    static constexpr int RB = 2 * D;
+    static constexpr int CPR = D / 8;
+    static constexpr int KS = D / 16;
+    static constexpr int NB = BN / 8;
+    static constexpr int DB = D / 8;
+    static constexpr int NG = BN + 16;
+    static constexpr int PC = NG + 8;
+    static constexpr int PP = BN + 8;
+    static constexpr int NWIN = BM + BN - 1;
+    static constexpr int NT = BM + BN;
+    static constexpr int RC = BM + BN;
+    static constexpr int NSB = BN / 16;
+    static constexpr int PARTS = NW / NSB;
+    static constexpr int NBH = (BM + 16) / 8;
+    static constexpr int NBP = (NBH + PARTS - 1) / PARTS;
+    static constexpr int ZREG = D <= 64; /* dP row operand kept in registers */
+    static constexpr int XREG = D <= 64; /* score row operand kept in registers */
+    static constexpr int OFF_X = 0;
+    static constexpr int OFF_Z = OFF_X + BM * RB;
+    static constexpr int OFF_Y = OFF_Z + BM * RB;
+    static constexpr int OFF_W = OFF_Y + BN * RB;
+    static constexpr int OFF_SP = OFF_W + BN * RB;                   /* col-side skew tile */
+    static constexpr int OFF_SC = OFF_SP + DATTN_ALIGN128(BM * PP * 4); /* row-side scratch */
+    static constexpr int OFF_T = OFF_SC + DATTN_ALIGN128(NW * 16 * PC * 4);
+    static constexpr int OFF_SL = OFF_T + DATTN_ALIGN128(NT * 4);
+    static constexpr int OFF_PS = OFF_SL + DATTN_ALIGN128(NT * 4);
+    static constexpr int OFF_CL = OFF_PS + DATTN_ALIGN128(BN * 4);  /* column lse2 (KV) */
+    static constexpr int OFF_CD = OFF_CL + DATTN_ALIGN128(BN * 4);  /* column D (KV) */
+    static constexpr int OFF_CF = OFF_CD + DATTN_ALIGN128(BN * 4);  /* column flags (KV) */
+    static constexpr int OFF_RK = OFF_CF + DATTN_ALIGN128(BN * 4);
+    static constexpr int OFF_RQ = OFF_RK + RC * RB;
+    static constexpr int OFF_CS = OFF_RQ + RC * RB;
+    static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
+    static constexpr int OFF_C = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
+    static constexpr int SMEM_FIXED = OFF_C;
+    static_assert(D == 64 || D == 128, "head dim");
+    static_assert(BN == 32 || BN == 64, "column tile");
+    static_assert(NW % NSB == 0, "col-side split");
+    static_assert(PC % 16 == 8 && PP % 16 == 8, "pitch");
+    static_assert(RC >= 64, "the end phase stages 64 table rows in the ring");
+};
+
+/* C pitch (elements) for att span S: (2S + 8) * 2 bytes = 16 mod 128 when S % 16 == 0 */
+DATTN_DEV int bwd_cpitch(int S) { return 2 * S + 8; }
+
+/* Real slot range touched by row block m0 (rows m0..m0+63; columns 0..len-1). */
+DATTN_DEV void bwd_tc_range(const dattn_fwd_args &a, const uint16_t *tab, int KV, int m0, int len,
+                            int &tlo, int &thi)
+{
+    int rmin, rmax;
+    if (!KV) {
+        rmin = m0 - (len - 1);
+        rmax = m0 + 63;
+    } else {
+        rmin = -(m0 + 63);
+        rmax = len - 1 - m0;
+    }
+    tlo = dev_slot(a, tab, rmin);
+    thi = dev_slot(a, tab, rmax);
+}
+
+/* row-frame slot (what the ring is indexed by) of row-frame distance rr = row - col */
+template <int KV>
+DATTN_DEV int bwd_fslot(const dattn_fwd_args &a, const uint16_t *tab, int rr)
+{
+    return KV ? 2 * a.S - 1 - dev_slot(a, tab, -rr) : dev_slot(a, tab, rr);
+}
+
+template <int KV>
+DATTN_DEV int bwd_rslot(const dattn_fwd_args &a, const uint16_t *tab, int rr)
+{
+    return KV ? dev_slot(a, tab, -rr) : dev_slot(a, tab, rr);
+}
+
+/* The two A fragments (k chunks kc..kc+3) of a warp's 16-row strip: from registers, or
+ * from the swizzled tile at sbase (rows wr0..wr0+15) when registers are short (D = 128). */
+template <int D, int REG, int NK>
+DATTN_DEV void bwd_afrag(uint32_t (&o)[2][4], const uint32_t (&f)[NK][4], uint32_t sbase, int wr0, int kc)
+{
+    const int lane = threadIdx.x & 31;
+    if (REG) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            o[0][e] = f[REG ? kc / 2 : 0][e];
+            o[1][e] = f[REG ? kc / 2 + 1 : 0][e];
+        }
+    } else {
+        ldsm_x4(o[0], sbase + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, kc + (lane >> 4)));
+        ldsm_x4(o[1], sbase + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, kc + 2 + (lane >> 4)));
+    }
+}
+
+template <int D, int BN, int BF, int KV>
+DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
+{
+    typedef bwd_geom<D, BN> G;
+    const dattn_fwd_args &a = A.f;
+    extern __shared__ __align__(128) char smem[];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * G::BM;
+    int tok0, len;
+    dev_seq(a, b, tok0, len);
+    if (m0 >= len) return;
+    const int S2 = 2 * a.S, CPT = bwd_cpitch(a.S);
+    const int rowpos = KV ? a.p2c : a.c2p; /* row-side term (and table gradient) */
+    const int colpos = KV ? a.c2p : a.p2c;
+    const int use_pos = a.c2p | a.p2c;
+
+    const uint16_t *qb = (const uint16_t *)a.q + (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
+    const uint16_t *kb = (const uint16_t *)a.k + (int64_t)b * a.k_sb + (int64_t)tok0 * a.k_sl + (int64_t)h * a.k_sh;
+    const uint16_t *vb = (const uint16_t *)a.v + (int64_t)b * a.v_sb + (int64_t)tok0 * a.v_sl + (int64_t)h * a.v_sh;
+    const uint16_t *gb = (const uint16_t *)A.dout + (int64_t)b * A.do_sb + (int64_t)tok0 * A.do_sl + (int64_t)h * A.do_sh;
+    const uint16_t *xb = KV ? kb : qb, *yb = KV ? qb : kb, *zb = KV ? vb : gb, *wb = KV ? gb : vb;
+    const int64_t x_sl = KV ? a.k_sl : a.q_sl, y_sl = KV ? a.q_sl : a.k_sl;
+    const int64_t z_sl = KV ? a.v_sl : A.do_sl, w_sl = KV ? A.do_sl : a.v_sl;
+    const uint16_t *pkh = a.c2p ? (const uint16_t *)a.pk + (int64_t)h * a.pk_sh : (const uint16_t *)0;
+    const uint16_t *pqh = a.p2c ? (const uint16_t *)a.pq + (int64_t)h * a.pq_sh : (const uint16_t *)0;
+    const uint16_t *trh = KV ? pqh : pkh, *tch = KV ? pkh : pqh;
+    const int64_t tr_ss = KV ? a.pq_ss : a.pk_ss, tc_ss = KV ? a.pk_ss : a.pq_ss;
+    const uint8_t *mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
+    const float L2E = 1.4426950408889634f;
+
+    uint16_t *stab = (uint16_t *)(smem + G::OFF_TAB);
+    if (use_pos)
+        for (int i = tid; i < 2 * a.nlog; i += G::NTHR) stab[i] = a.tab[i];
+    uint16_t *sC = (uint16_t *)(smem + G::OFF_C);
+    if (rowpos)
+        for (int i = tid; i < G::BM * CPT / 2; i += G::NTHR) ((uint32_t *)sC)[i] = 0u;
+
+    /* X and Z tiles */
+    const uint32_t sX = smem_u32(smem + G::OFF_X), sZ = smem_u32(smem + G::OFF_Z);
+    for (int idx = tid; idx < G::BM * G::CPR; idx += G::NTHR) {
+        const int row = idx / G::CPR, ch = idx % G::CPR, x = m0 + row;
+        const int ok = x < len;
+        cp_async16(sX + swz<D>(row, ch), xb + (int64_t)(ok ? x : 0) * x_sl + ch * 8, ok ? 16 : 0);
+        cp_async16(sZ + swz<D>(row, ch), zb + (int64_t)(ok ? x : 0) * z_sl + ch * 8, ok ? 16 : 0);
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+
+    const int wr0 = 16 * w;
+    /* per-row facts (dq: lse, D, validity of the query rows) */
+    float rl2[2] = {0.f, 0.f}, rdi[2] = {0.f, 0.f};
+    int rok[2] = {0, 0};
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int x = m0 + wr0 + g + 8 * r;
+        rok[r] = x < len && (!mrow || mrow[(int64_t)x * a.m_sl] != 0);
+        if (!KV) {
+            if (rok[r]) {
+                rl2[r] = a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + x) * a.l_sl] * L2E;
+                rdi[r] = A.di[ws_row(A, b, h, tok0, x)];
+            } else {
+                rl2[r] = __int_as_float(0x7f800000); /* p = 0 */
+            }
+        }
+    }
+    const int anyrow = __syncthreads_or(rok[0] | rok[1]);
+
+    uint32_t xf[G::XREG ? G::KS : 1][4];
+#pragma unroll
+    for (int ks = 0; ks < (G::XREG ? G::KS : 1); ks++)
+        ldsm_x4(xf[ks], sX + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
+    constexpr int ZR = G::ZREG && !KV; /* the dkdv kernel needs the registers for dV */
+    uint32_t zf[ZR ? G::KS : 1][4];
+    if (ZR) {
+#pragma unroll
+        for (int ks = 0; ks < (ZR ? G::KS : 1); ks++)
+            ldsm_x4(zf[ks], sZ + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
+    }
+
+    /* saturated row-side constants: row . TR[real sat slot of the row-frame sides] * sl2 */
+    const int sat_hi = KV ? a.sat_neg : a.sat_pos; /* real slot where r' >= R */
+    const int sat_lo = KV ? a.sat_pos : a.sat_neg; /* real slot where r' <= -R */
+    float *scs = (float *)(smem + G::OFF_CS);
+    if (rowpos) {
+        const int rr = lane & 15, half = lane >> 4;
+        const uint16_t *pp = trh + (int64_t)sat_hi * tr_ss, *pn = trh + (int64_t)sat_lo * tr_ss;
+        float sp = 0.f, sn = 0.f;
+        for (int d = half * (D / 2); d < (half + 1) * (D / 2); d++) {
+            const uint16_t qv = *(const uint16_t *)(smem + G::OFF_X + swz<D>(wr0 + rr, d >> 3) + (d & 7) * 2);
+            const float qx = h2f<BF>(qv);
+            sp = fmaf(qx, h2f<BF>(pp[d]), sp);
+            sn = fmaf(qx, h2f<BF>(pn[d]), sn);
+        }
+        sp += __shfl_xor_sync(0xffffffffu, sp, 16);
+        sn += __shfl_xor_sync(0xffffffffu, sn, 16);
+        if (!half) {
+            scs[wr0 + rr] = sp * a.sl2;
+            scs[G::BM + wr0 + rr] = sn * a.sl2;
+        }
+        __syncwarp();
+    }
+
+    float dx[G::DB][4], dv[KV ? G::DB : 1][4];
+#pragma unroll
+    for (int db = 0; db < G::DB; db++) dx[db][0] = dx[db][1] = dx[db][2] = dx[db][3] = 0.f;
+#pragma unroll
+    for (int db = 0; db < (KV ? G::DB : 1); db++) dv[db][0] = dv[db][1] = dv[db][2] = dv[db][3] = 0.f;
+    float rs_hi[2] = {0.f, 0.f}, rs_lo[2] = {0.f, 0.f}; /* saturated-tile row sums of ds */
+
+    const float sl2 = a.sl2;
+    const uint32_t rk = smem_u32(smem + G::OFF_RK), rq = smem_u32(smem + G::OFF_RQ);
+    const uint32_t sY = smem_u32(smem + G::OFF_Y), sW = smem_u32(smem + G::OFF_W);
+    int *sT = (int *)(smem + G::OFF_T);
+    int *sSl = (int *)(smem + G::OFF_SL);
+    float *sps = (float *)(smem + G::OFF_PS);
+    float *scl = (float *)(smem + G::OFF_CL);
+    float *scd = (float *)(smem + G::OFF_CD);
+    int *scf = (int *)(smem + G::OFF_CF);
+    float *spb = (float *)(smem + G::OFF_SP);
+    float *scw = (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
+    const float fpad = 1.f / (float)len;
+
+    int ring_lo = 0, ring_ok = 0;
+    const int n_end = (KV || anyrow) ? (len + BN - 1) / BN : 0;
+    for (int n = 0; n < n_end; n++) {
+        const int n0 = n * BN;
+        __syncthreads(); /* the previous tile is consumed */
+        /* ---- loads: Y, W, the window tables and new ring rows (band) */
+        for (int idx = tid; idx < BN * G::CPR; idx += G::NTHR) {
+            const int row = idx / G::CPR, ch = idx % G::CPR, y = n0 + row;
+            const int ok = y < len;
+            cp_async16(sY + swz<D>(row, ch), yb + (int64_t)(ok ? y : 0) * y_sl + ch * 8, ok ? 16 : 0);
+            cp_async16(sW + swz<D>(row, ch), wb + (int64_t)(ok ? y : 0) * w_sl + ch * 8, ok ? 16 : 0);
+        }
+        const int rlo = m0 - n0 - BN + 1; /* smallest row-frame r' of the tile */
+        int cls = DATTN_CLS_PLAIN;
+        if (use_pos) {
+            cls = DATTN_CLS_BAND;
+            if (rlo >= a.R) cls = DATTN_CLS_SATP;
+            if (m0 - n0 + G::BM - 1 <= -a.R) cls = DATTN_CLS_SATN;
+        }
+        if (cls == DATTN_CLS_BAND) {
+            for (int u = tid; u < G::NT; u += G::NTHR) {
+                const int uu = u < G::NWIN ? u : G::NWIN - 1;
+                const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
+                sT[u] = row * G::RB + (swz_key<D>(row) << 4);
+                sSl[u] = bwd_rslot<KV>(a, stab, rlo + uu);
+            }
+            const int slo = bwd_fslot<KV>(a, stab, rlo), shi = bwd_fslot<KV>(a, stab, rlo + G::NWIN - 1);
+            const int top = ring_ok ? min(shi, ring_lo - 1) : shi;
+            const int nrows = top - slo + 1;
+            for (int idx = tid; idx < nrows * G::CPR; idx += G::NTHR) {
+                const int s = slo + idx / G::CPR, ch = idx % G::CPR;
+                const int real = KV ? S2 - 1 - s : s;
+                const uint32_t off = swz<D>(s % G::RC, ch);
+                if (rowpos) cp_async16(rk + off, trh + (int64_t)real * tr_ss + ch * 8, 16);
+                if (colpos) cp_async16(rq + off, tch + (int64_t)real * tc_ss + ch * 8, 16);
+            }
+            ring_lo = slo;
+            ring_ok = 1;
+        } else {
+            ring_ok = 0;
+        }
+        if (KV) {
+            for (int y = tid; y < BN; y += G::NTHR) {
+                const int i = n0 + y;
+                int f = 0;
+                float l2 = __int_as_float(0x7f800000), dd = 0.f;
+                if (i < len) {
+                    if (!mrow || mrow[(int64_t)i * a.m_sl] != 0) {
+                        f = 1;
+                        l2 = a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + i) * a.l_sl] * L2E;
+                        dd = A.di[ws_row(A, b, h, tok0, i)];
+                    } else if (a.hf) {
+                        f = 2;
+                    }
+                }
+                scf[y] = f;
+                scl[y] = l2;
+                scd[y] = dd;
+            }
+        }
+        /* column validity bits (dq: the keys' mask; KV: rows carry the key mask) */
+        uint64_t vbits;
+        if (!KV && mrow) {
+            const int j0 = n0 + lane, j1 = n0 + 32 + lane;
+            const int mk0 = (lane < BN && j0 < len) ? mrow[(int64_t)j0 * a.m_sl] : 0;
+            const int mk1 = (BN > 32 && j1 < len) ? mrow[(int64_t)j1 * a.m_sl] : 0;
+            const uint32_t lo = __ballot_sync(0xffffffffu, mk0 != 0);
+            const uint32_t hi = __ballot_sync(0xffffffffu, mk1 != 0);
+            vbits = (uint64_t)lo | ((uint64_t)hi << 32);
+        } else {
+            const int lim = len - n0;
+            vbits = lim >= 64 ? ~0ull : ((1ull << lim) - 1ull);
+        }
+        cp_async_commit();
+        cp_async_wait_all();
+        __syncthreads();
+
+        /* saturated column constants: y . TC[real sat slot] */
+        if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
+            const int st = cls == DATTN_CLS_SATP ? sat_hi : sat_lo;
+            const uint16_t *pr = tch + (int64_t)st * tc_ss;
+            for (int y = tid; y < BN; y += G::NTHR) {
+                float acc = 0.f;
+                for (int d = 0; d < D; d++) {
+                    const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + swz<D>(y, d >> 3) + (d & 7) * 2);
+                    acc = fmaf(h2f<BF>(v), h2f<BF>(pr[d]), acc);
+                }
+                sps[y] = acc;
+            }
+            __syncthreads();
+        }
+
+        /* ---- S (row frame) */
+        float s[G::NB][4];
+        if (cls == DATTN_CLS_BAND && rowpos) {
+#pragma unroll
+            for (int gh = 0; gh < 2; gh++) {
+                float ga[G::NG / 16][4];
+#pragma unroll
+                for (int gl = 0; gl < G::NG / 16; gl++) {
+                    const int gbk = gh * (G::NG / 16) + gl;
+                    ga[gl][0] = ga[gl][1] = ga[gl][2] = ga[gl][3] = 0.f;
+                    const uint32_t tu = (uint32_t)sT[wr0 + 8 * gbk + (lane & 7)];
+#pragma unroll
+                    for (int kc = 0; kc < G::CPR; kc += 4) {
+                        uint32_t r[4], xa[2][4];
+                        bwd_afrag<D, G::XREG>(xa, xf, sX, wr0, kc);
+                        ldsm_x4(r, rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+                        mma16816_acc<BF>(ga[gl], xa[0], r[0], r[1]);
+                        mma16816_acc<BF>(ga[gl], xa[1], r[2], r[3]);
+                    }
+                }
+#pragma unroll
+                for (int gl = 0; gl < G::NG / 16; gl++) {
+                    const int gbk = gh * (G::NG / 16) + gl;
+                    *(float2 *)(scw + g * G::PC + 8 * gbk + 2 * c) = make_float2(ga[gl][0], ga[gl][1]);
+                    *(float2 *)(scw + (g + 8) * G::PC + 8 * gbk + 2 * c) = make_float2(ga[gl][2], ga[gl][3]);
+                }
+            }
+            __syncwarp();
+            const float *rd = scw + g * G::PC + g - 2 * c + BN - 1;
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                s[nb][0] = rd[-8 * nb];
+                s[nb][1] = rd[-8 * nb - 1];
+                s[nb][2] = rd[8 * G::PC + 8 - 8 * nb];
+                s[nb][3] = rd[8 * G::PC + 7 - 8 * nb];
+            }
+        } else if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                const float2 x = *(const float2 *)(sps + 8 * nb + 2 * c);
+                s[nb][0] = x.x;
+                s[nb][1] = x.y;
+                s[nb][2] = x.x;
+                s[nb][3] = x.y;
+            }
+        } else {
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+        }
+
+        if (cls == DATTN_CLS_BAND && colpos) {
+            const int sb = w / G::PARTS, part = w % G::PARTS;
+            uint32_t ka[G::KS][4];
+#pragma unroll
+            for (int ks = 0; ks < G::KS; ks++)
+                ldsm_x4(ka[ks], sY + swz<D>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
+            const int u0 = BN - 16 * (sb + 1);
+#pragma unroll 1
+            for (int hl = 0; hl < G::NBP; hl++) {
+                const int hb = part * G::NBP + hl;
+                if (hb < G::NBH) {
+                    float ha[4] = {0.f, 0.f, 0.f, 0.f};
+                    const uint32_t tu = (uint32_t)sT[u0 + 8 * hb + (lane & 7)];
+#pragma unroll
+                    for (int kc = 0; kc < G::CPR; kc += 4) {
+                        uint32_t r[4];
+                        ldsm_x4(r, rq + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+                        mma16816_acc<BF>(ha, ka[kc / 2], r[0], r[1]);
+                        mma16816_acc<BF>(ha, ka[kc / 2 + 1], r[2], r[3]);
+                    }
+                    const int ii = 8 * hb + 2 * c + g - 15, jj = 16 * sb + g;
+                    if ((unsigned)ii < (unsigned)G::BM) spb[ii * G::PP + jj] = ha[0];
+                    if ((unsigned)(ii + 1) < (unsigned)G::BM) spb[(ii + 1) * G::PP + jj] = ha[1];
+                    if ((unsigned)(ii + 8) < (unsigned)G::BM) spb[(ii + 8) * G::PP + jj + 8] = ha[2];
+                    if ((unsigned)(ii + 9) < (unsigned)G::BM) spb[(ii + 9) * G::PP + jj + 8] = ha[3];
+                }
+            }
+        }
+
+        /* S += X Y^T */
+#pragma unroll
+        for (int kc = 0; kc < G::CPR; kc += 4) {
+            uint32_t xa[2][4];
+            bwd_afrag<D, G::XREG>(xa, xf, sX, wr0, kc);
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                uint32_t r[4];
+                ldsm_x4(r, sY + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                mma16816_acc<BF>(s[nb], xa[0], r[0], r[1]);
+                mma16816_acc<BF>(s[nb], xa[1], r[2], r[3]);
+            }
+        }
+        if (cls == DATTN_CLS_BAND && colpos) {
+            __syncthreads();
+            const float *rp = spb + (wr0 + g) * G::PP + 2 * c;
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                const float2 x = *(const float2 *)(rp + 8 * nb);
+                const float2 y = *(const float2 *)(rp + 8 * G::PP + 8 * nb);
+                s[nb][0] += x.x;
+                s[nb][1] += x.y;
+                s[nb][2] += y.x;
+                s[nb][3] += y.y;
+            }
+        }
+
+        /* ---- dP = Z W^T */
+        float dp[G::NB][4];
+#pragma unroll
+        for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+#pragma unroll
+        for (int kc = 0; kc < G::CPR; kc += 4) {
+            uint32_t za[2][4];
+            bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                uint32_t r[4];
+                ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
+                mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+            }
+        }
+
+        /* ---- P, dS (in s), P for dV (in dp) */
+        float radd[2] = {0.f, 0.f};
+        if (rowpos && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN)) {
+            const float *cs = scs + (cls == DATTN_CLS_SATN ? G::BM : 0) + wr0 + g;
+            radd[0] = cs[0];
+            radd[1] = cs[8];
+        }
+        const uint64_t vs = vbits >> (2 * c);
+#pragma unroll
+        for (int nb = 0; nb < G::NB; nb++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = e >> 1, y = 8 * nb + 2 * c + (e & 1);
+                const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1ull);
+                float p, dsv, pv;
+                if (!KV) {
+                    p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
+                    dsv = p * (dp[nb][e] - rdi[r]);
+                    pv = 0.f;
+                } else {
+                    const int f = scf[y];
+                    p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
+                    dsv = p * (dp[nb][e] - scd[y]);
+                    pv = f == 2 ? fpad : p;
+                }
+                s[nb][e] = dsv;
+                dp[nb][e] = pv;
+            }
+        }
+
+        /* ---- dX += dS Y;  dV += P W (KV) */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            uint32_t pa[4];
+            pa[0] = pack2<BF>(s[2 * kk][0], s[2 * kk][1]);
+            pa[1] = pack2<BF>(s[2 * kk][2], s[2 * kk][3]);
+            pa[2] = pack2<BF>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pa[3] = pack2<BF>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+            for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                uint32_t r[4];
+                ldsm_x4_trans(r, sY + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                mma16816_acc<BF>(dx[dq2], pa, r[0], r[1]);
+                mma16816_acc<BF>(dx[dq2 + 1], pa, r[2], r[3]);
+            }
+            if (KV) {
+                /* P as hi + lo storage-dtype parts: dv as accurate as with fp32 P (the P
+                 * rounding alone would use more than the tests' dv bound) */
+#pragma unroll
+                for (int part = 0; part < 2; part++) {
+                    uint32_t pp[4];
+#pragma unroll
+                    for (int q = 0; q < 4; q++) {
+                        const float *pe = dp[2 * kk + (q >> 1)] + 2 * (q & 1);
+                        const uint16_t h0 = f2h<BF>(pe[0]), h1 = f2h<BF>(pe[1]);
+                        pp[q] = part ? pack2<BF>(pe[0] - h2f<BF>(h0), pe[1] - h2f<BF>(h1))
+                                     : ((uint32_t)h0 | ((uint32_t)h1 << 16));
+                    }
+#pragma unroll
+                    for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                        uint32_t r[4];
+                        ldsm_x4_trans(r, sW + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                        mma16816_acc<BF>(dv[KV ? dq2 : 0], pp, r[0], r[1]);
+                        mma16816_acc<BF>(dv[KV ? dq2 + 1 : 0], pp, r[2], r[3]);
+                    }
+                }
+            }
+        }
+
+        /* ---- table-gradient bookkeeping of the row-side term */
+        if (rowpos) {
+            if (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN) {
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        if (cls == DATTN_CLS_SATP) rs_hi[e >> 1] += s[nb][e];
+                        else rs_lo[e >> 1] += s[nb][e];
+                    }
+            } else if (cls == DATTN_CLS_BAND) {
+                /* scatter ds into C by real slot; log-zone tiles may map two columns of a
+                 * row to one slot: the 4 lanes of a row then take turns (fixed order) */
+                const int rhi = m0 - n0 + G::BM - 1;
+                const int serial = !(rlo >= -a.lin && rhi <= a.lin);
+#pragma unroll 1
+                for (int cc = 0; cc < 4; cc++) {
+                    if (!serial || c == cc) {
+#pragma unroll
+                        for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                            for (int e = 0; e < 4; e++) {
+                                const int xl = wr0 + g + 8 * (e >> 1), yl = 8 * nb + 2 * c + (e & 1);
+                                const int t = sSl[xl - yl + BN - 1];
+                                uint16_t *cp = sC + xl * CPT + t;
+                                *cp = f2h<BF>(h2f<BF>(*cp) + s[nb][e]);
+                            }
+                    }
+                    if (!serial) break;
+                    __syncwarp();
+                }
+            }
+        }
+    }
+
+    /* ---- end of the row block */
+    const float isc = A.inv_scale;
+    int tlo = 0, thi = -1;
+    if (rowpos) {
+        bwd_tc_range(a, stab, KV, m0, len, tlo, thi);
+        /* saturated-tile row sums into C */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            rs_hi[r] += __shfl_xor_sync(0xffffffffu, rs_hi[r], 1);
+            rs_hi[r] += __shfl_xor_sync(0xffffffffu, rs_hi[r], 2);
+            rs_lo[r] += __shfl_xor_sync(0xffffffffu, rs_lo[r], 1);
+            rs_lo[r] += __shfl_xor_sync(0xffffffffu, rs_lo[r], 2);
+            if (c == 0) {
+                uint16_t *cr = sC + (wr0 + g + 8 * r) * CPT;
+                if (rs_hi[r] != 0.f) cr[sat_hi] = f2h<BF>(h2f<BF>(cr[sat_hi]) + rs_hi[r]);
+                if (rs_lo[r] != 0.f) cr[sat_lo] = f2h<BF>(h2f<BF>(cr[sat_lo]) + rs_lo[r]);
+            }
+        }
+        __syncthreads();
+        /* dX += C . TR over 64-slot chunks staged in the ring buffer */
+        const uint32_t sCa = smem_u32(sC);
+        for (int t0 = tlo & ~63; t0 <= thi; t0 += 64) {
+            __syncthreads();
+            for (int idx = tid; idx < 64 * G::CPR; idx += G::NTHR) {
+                const int row = idx / G::CPR, ch = idx % G::CPR, t = t0 + row;
+                const int ok = t < S2;
+                cp_async16(rk + swz<D>(row, ch), trh + (int64_t)(ok ? t : 0) * tr_ss + ch * 8, ok ? 16 : 0);
+            }
+            cp_async_commit();
+            cp_async_wait_all();
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                if (t0 + 16 * kk >= S2) break;
+                uint32_t ca[4];
+                ldsm_x4(ca, sCa + (uint32_t)(((wr0 + (lane & 7) + ((lane >> 3) & 1) * 8) * CPT + t0 + 16 * kk + 8 * (lane >> 4)) * 2));
+#pragma unroll
+                for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                    uint32_t r[4];
+                    ldsm_x4_trans(r, rk + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                    mma16816_acc<BF>(dx[dq2], ca, r[0], r[1]);
+                    mma16816_acc<BF>(dx[dq2 + 1], ca, r[2], r[3]);
+                }
+            }
+        }
+        /* partial = C^T X for the slot blocks of 16 that the row block touches */
+        float *part = (KV ? A.ppq : A.ppk) +
+                      (((int64_t)b * a.H + h) * (int64_t)gridDim.x + blockIdx.x) * (int64_t)S2 * D;
+        for (int t0 = (tlo & ~15) + 16 * w; t0 <= thi; t0 += 16 * G::NW) {
+            float acc[G::DB][4];
+#pragma unroll
+            for (int db = 0; db < G::DB; db++) acc[db][0] = acc[db][1] = acc[db][2] = acc[db][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < G::BM / 16; kk++) {
+                uint32_t ca[4];
+                const int mi = lane >> 3;
+                ldsm_x4_trans(ca, sCa + (uint32_t)(((16 * kk + (lane & 7) + ((mi >> 1) & 1) * 8) * CPT + t0 + (mi & 1) * 8) * 2));
+#pragma unroll
+                for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                    uint32_t r[4];
+                    ldsm_x4_trans(r, sX + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                    mma16816_acc<BF>(acc[dq2], ca, r[0], r[1]);
+                    mma16816_acc<BF>(acc[dq2 + 1], ca, r[2], r[3]);
+                }
+            }
+#pragma unroll
+            for (int db = 0; db < G::DB; db++) {
+                const int t = t0 + g;
+                if (t < S2)
+                    *(float2 *)(part + (int64_t)t * D + 8 * db + 2 * c) = make_float2(acc[db][0] * isc, acc[db][1] * isc);
+                if (t + 8 < S2)
+                    *(float2 *)(part + (int64_t)(t + 8) * D + 8 * db + 2 * c) = make_float2(acc[db][2] * isc, acc[db][3] * isc);
+            }
+        }
+    }
+
+    /* ---- dX (and dV) out */
+    uint16_t *ob = KV ? (uint16_t *)A.dk + (int64_t)b * A.dk_sb + (int64_t)tok0 * A.dk_sl + (int64_t)h * A.dk_sh
+                      : (uint16_t *)A.dq + (int64_t)b * A.dq_sb + (int64_t)tok0 * A.dq_sl + (int64_t)h * A.dq_sh;
+    const int64_t o_sl = KV ? A.dk_sl : A.dq_sl;
+    uint16_t *vo = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)tok0 * A.dv_sl + (int64_t)h * A.dv_sh
+                      : (uint16_t *)0;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int x = m0 + wr0 + g + 8 * r;
+        if (x >= len) continue;
+#pragma unroll
+        for (int db = 0; db < G::DB; db++) {
+            *(uint32_t *)(ob + (int64_t)x * o_sl + 8 * db + 2 * c) =
+                pack2<BF>(dx[db][2 * r] * isc, dx[db][2 * r + 1] * isc);
+            if (KV)
+                *(uint32_t *)(vo + (int64_t)x * A.dv_sl + 8 * db + 2 * c) =
+                    pack2<BF>(dv[KV ? db : 0][2 * r], dv[KV ? db : 0][2 * r + 1]);
+        }
+    }
+}
+
+#endif

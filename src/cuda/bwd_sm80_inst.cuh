@@ -1,0 +1,46 @@
+/* Stamps out the tensor-core backward kernels of head dim DATTN_BWD_D (bwd_sm80.cuh) and
+ * their host launcher dattn_launch_bwd_sm80_d<D>. Included by bwd_sm80_d64.cu /
+ * bwd_sm80_d128.cu (one translation unit per head dim keeps the build parallel). */
+#include "bwd_sm80.cuh"
+
+#include <cuda_runtime.h>
+
+#define DATTN_BWD_CAT2(a, b) a##b
+#define DATTN_BWD_CAT(a, b) DATTN_BWD_CAT2(a, b)
+
+#define DATTN_BWD_KERNEL(...) DATTN_BWD_KERNEL2(__VA_ARGS__)
+#define DATTN_BWD_KERNEL2(D, BN, DT, BF, KV)                                                    \
+    extern "C" __global__ void __launch_bounds__(128, 1)                                       \
+        dattn_bwd_sm80_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A)           \
+    {                                                                                          \
+        bwd_sm80_body<D, BN, BF, KV>(A);                                                       \
+    }
+
+DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0)
+DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1)
+DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0)
+DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1)
+
+#define DATTN_BWD_K(DT, KV) DATTN_BWD_CAT(DATTN_BWD_CAT(dattn_bwd_sm80_##DT##_d, DATTN_BWD_D), _kv##KV)
+
+/* Shared memory of one CTA for att span S. */
+extern "C" size_t DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(int S)
+{
+    typedef bwd_geom<DATTN_BWD_D, DATTN_BWD_BN> G;
+    return (size_t)G::SMEM_FIXED + (size_t)G::BM * (size_t)(2 * S + 8) * 2;
+}
+
+/* dq kernel (which = 0) or dkdv kernel (which = 1), grid (ceil(L / 64), H, B). */
+extern "C" cudaError_t DATTN_BWD_CAT(dattn_launch_bwd_sm80_d, DATTN_BWD_D)(const dattn_bwd_args *A, int bf,
+                                                                       int which, cudaStream_t stream)
+{
+    typedef void (*kfn)(dattn_bwd_args);
+    const kfn k = bf ? (which ? DATTN_BWD_K(bf16, 1) : DATTN_BWD_K(bf16, 0))
+                     : (which ? DATTN_BWD_K(f16, 1) : DATTN_BWD_K(f16, 0));
+    const size_t smem = DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(A->f.S);
+    cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    const dim3 grid((unsigned)((A->f.L + 63) / 64), (unsigned)A->f.H, (unsigned)A->f.B);
+    k<<<grid, 128, smem, stream>>>(*A);
+    return cudaGetLastError();
+}
