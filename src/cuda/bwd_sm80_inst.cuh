@@ -13,8 +13,16 @@
     extern "C" __global__ void __launch_bounds__(128, 1)                                       \
         dattn_bwd_sm80_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A)           \
     {                                                                                          \
-        bwd_sm80_body<D, BN, BF, KV>(A);                                                       \
+        DATTN_BWD_ARCH_BODY(bwd_sm80_body<D, BN, BF, KV>(A));                                  \
     }
+
+/* Only sm_90 runs these kernels (launch.cu routes every other arch to the simple
+ * backward); other targets compile a trapping stub. */
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define DATTN_BWD_ARCH_BODY(...) __VA_ARGS__
+#else
+#define DATTN_BWD_ARCH_BODY(...) __trap()
+#endif
 
 DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0)
 DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1)

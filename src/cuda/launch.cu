@@ -577,6 +577,10 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
          st16(A.dv_sl) && st16(A.dv_sh);
     if (c->c2p) tc = tc && al16(a.pk) && st16(a.pk_sh) && st16(a.pk_ss);
     if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
+    /* the tensor-core backward is built for sm_90 only (other archs get a trapping stub:
+     * at D = 128 it spills there, and its ~174-189 KB of shared memory at S = 256 does not
+     * fit an A100 or Ada anyway); elsewhere the simple kernels run */
+    if (di.major != 9) tc = 0;
     if (tc && dattn_bwd_sm80_smem((int)c->D, a.S) > (size_t)di.smem_optin) tc = 0;
     cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, (cudaStream_t)p->stream)
                        : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
