@@ -112,6 +112,11 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   done
 fi
 
+# 5a. (correctness before timings) SPEC acceptance rule against transformers' eager path on this GPU (forward)
+[ $TRAIN -eq 1 ] || step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+  python3 bench/gpu_parity.py --json "$OUT/parity.json"
+[ $TRAIN -eq 1 ] || grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+
 # 6. benchmarks
 if [ $BENCH -eq 1 ] && [ $TRAIN -eq 0 ]; then
   step bench 240 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
@@ -159,10 +164,6 @@ if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 -m dattn demo --device cuda --quiet
 fi
 
-# 7. SPEC acceptance rule against transformers' eager path on this GPU (forward)
-[ $TRAIN -eq 1 ] || step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
-  python3 bench/gpu_parity.py --json "$OUT/parity.json"
-[ $TRAIN -eq 1 ] || grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 
 t_end=$(date +%s)
 python3 - "$OUT" "$t_start" "$t_end" <<'EOF' >>"$LOG" 2>&1

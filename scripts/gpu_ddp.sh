@@ -15,7 +15,7 @@ ARCHS=${CUDA_ARCHS:--gencode=arch=compute_90a,code=sm_90a}
 LOG=$OUT/ddp_check.log
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "git: $(git rev-parse HEAD 2>/dev/null || cat GIT_COMMIT 2>/dev/null || echo none)"
+  echo "git: ${DATTN_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || cat GIT_COMMIT 2>/dev/null || echo none)}"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv 2>&1
   nvidia-smi topo -m 2>&1 | head -5
 } >"$LOG" 2>&1
