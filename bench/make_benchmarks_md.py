@@ -39,6 +39,9 @@ def env_lines(meta) -> list[str]:
     lines = [f"- command: `{meta.get('command')}`", f"- date: {meta.get('date')}"]
     lines += [f"- {label}: {e.get(k) if e.get(k) is not None else 'not installed / n.a.'}"
               for k, label in keys]
+    for part in meta.get("parts", []):
+        lines.append(f"- cases the run above did not reach, from `{part['file']}`: command "
+                     f"`{part['command']}`, date {part['date']}, dattn commit {part['git']}")
     return lines
 
 
@@ -145,6 +148,42 @@ def mnli_section(res) -> list[str]:
     return out
 
 
+def _key(r):
+    return tuple(r.get(k) for k in ("dtype", "B", "layout", "L", "impl"))
+
+
+def merge_parts(res, parts):
+    """bench.json plus later runs of the same protocol over the cases the first one did
+    not reach (bench-<part>.json, e.g. one dtype each: the device tool's calls are 10
+    minutes): a case measured in a part replaces the case skipped in the main run. The
+    parts' commands and dates are listed with the main run's."""
+    if not parts:
+        return res
+    runs = {_key(r): r for r in res["runs"]}
+    order = [_key(r) for r in res["runs"]]
+    meta = dict(res["meta"])
+    meta["parts"] = []
+    for p in parts:
+        part = json.loads(p.read_text())
+        pm = part["meta"]
+        meta["parts"].append(dict(file=p.name, command=pm.get("command"), date=pm.get("date"),
+                                  git=pm.get("env", {}).get("git"), seconds=pm.get("seconds")))
+        for r in part["runs"]:
+            k = _key(r)
+            if r.get("status") == "skipped" and k in runs:
+                continue
+            if k not in runs:
+                order.append(k)
+            runs[k] = r
+        for i in pm.get("impls", []):
+            if i not in meta["impls"]:
+                meta["impls"].append(i)
+        for d in pm.get("dtypes", []):
+            if "dtypes" in meta and d not in meta["dtypes"]:
+                meta["dtypes"].append(d)
+    return dict(res, meta=meta, runs=[runs[k] for k in order])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="bench/results/issue7")
@@ -167,6 +206,8 @@ def main(argv=None) -> int:
                       ""]
             continue
         res = json.loads(p.read_text())
+        if fname == "bench.json":
+            res = merge_parts(res, sorted((ROOT / rel).glob("bench-*.json")))
         lines += section(res, rel) if section is bench_section else section(res)
     text = "\n".join(lines).rstrip() + "\n"
     out = Path(a.out)

@@ -120,3 +120,33 @@ def test_benchmarks_md_generator(tmp_path):
     text = out.read_text()
     assert "## Encoder benchmark" in text and "| 16 |" in text and "transformers ms" in text
     assert "No results committed yet" in text  # mnli.json still missing
+
+
+def test_benchmarks_md_merges_parts():
+    """bench-*.json parts fill the cases the main run skipped (and only those)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkmd", ROOT / "bench" / "make_benchmarks_md.py")
+    mkmd = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mkmd)
+    row = lambda dt, L, st, ms: dict(impl="dattn", dtype=dt, B=1, L=L, layout="padded",
+                                     status=st, ms=ms)
+    main_run = dict(meta=dict(impls=["dattn"], dtypes=["fp16", "fp32"], command="a", date="d1",
+                              env=dict(git="g1")),
+                    runs=[row("fp16", 64, "ok", 1.0), row("fp32", 64, "skipped", None)])
+    part = dict(meta=dict(impls=["dattn"], dtypes=["fp32"], command="b", date="d2",
+                          env=dict(git="g2"), seconds=3),
+                runs=[row("fp32", 64, "ok", 2.0), row("fp16", 64, "skipped", None)])
+
+    class P:
+        name = "bench-fp32.json"
+
+        def read_text(self):
+            import json
+            return json.dumps(part)
+
+    merged = mkmd.merge_parts(main_run, [P()])
+    got = {(r["dtype"], r["L"]): (r["status"], r["ms"]) for r in merged["runs"]}
+    assert got == {("fp16", 64): ("ok", 1.0), ("fp32", 64): ("ok", 2.0)}
+    assert merged["meta"]["parts"][0]["git"] == "g2"
+    assert any("bench-fp32.json" in line for line in mkmd.env_lines(merged["meta"]))
