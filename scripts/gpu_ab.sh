@@ -20,6 +20,7 @@ JOBS=${JOBS:-16}
 ARCHS=${CUDA_ARCHS:--gencode=arch=compute_90a,code=sm_90a}
 VARIANTS=${VARIANTS:-base shfl swz new}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 flags() {
   case $1 in
     base) echo "-DDATTN_FWD_C2P_SHFL=0 -DDATTN_FWD_P2C_SWZ=0" ;;
@@ -41,8 +42,8 @@ for v in $VARIANTS; do
 done
 if [ -n "${BASE_TREE:-}" ]; then
   ( cd "$BASE_TREE" && make -j"$JOBS" CUDA=1 BUILD=build-ab-tree CUDA_ARCHS="$ARCHS" \
-      NVCCFLAGS="-Xptxas -v" lib >"$OLDPWD/$OUT/build_tree.log" 2>&1
-    echo $? >"$OLDPWD/$OUT/build_tree.rc" ) &
+      NVCCFLAGS="-Xptxas -v" lib >"$OUT/build_tree.log" 2>&1
+    echo $? >"$OUT/build_tree.rc" ) &
   pids="$pids $!"
 fi
 for p in $pids; do wait "$p"; done
