@@ -61,8 +61,8 @@ if [ -n "${BASE_TREE:-}" ]; then
   [ "$(cat "$OUT/build_tree.rc")" = 0 ] && libs="$libs tree=$BASE_TREE/build-ab-tree/libdattn.so"
 fi
 # correctness of the default variant: full sweep against the float64 reference
-if [ -x build-ab/new/test_cuda_fwd ]; then
-  timeout -k 10 300 build-ab/new/test_cuda_fwd >"$OUT/test_cuda_fwd_new.log" 2>&1
+if [ -x build-ab/new/tests/test_cuda_fwd ]; then
+  timeout -k 10 300 build-ab/new/tests/test_cuda_fwd >"$OUT/test_cuda_fwd_new.log" 2>&1
   echo "test_cuda_fwd (new): rc $? -- $(tail -1 "$OUT/test_cuda_fwd_new.log")"
   grep FAIL "$OUT/test_cuda_fwd_new.log" | head -5
 fi
