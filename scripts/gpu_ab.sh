@@ -68,7 +68,7 @@ if [ -x build-ab/new/tests/test_cuda_fwd ]; then
 fi
 for kv in $libs; do
   v=${kv%%=*}
-  DATTN_LIB=${kv#*=} timeout -k 10 200 python3 bench/gpu_bench.py --op-only --json "$OUT/bench_$v.json" \
+  DATTN_LIB=${kv#*=} DATTN_LIBRARY=${kv#*=} PYTHONUNBUFFERED=1 timeout -k 10 200 python3 bench/gpu_bench.py --op-only --json "$OUT/bench_$v.json" \
     >"$OUT/bench_$v.log" 2>&1
   echo "bench $v: rc $?"
 done
