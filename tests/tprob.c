@@ -19,7 +19,8 @@ double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, d
 {
     double b = kind == TOL_KIND_OUT ? TOL_B_OUT : kind == TOL_KIND_DV ? TOL_B_DV : TOL_B_DS;
     return tu_eps(dtype) * (TOL_A * fabs(ref) + b * mag) +
-           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) + TOL_UNDERFLOW;
+           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) +
+           TOL_UNDERFLOW * fmax(1.0, (double)L);
 }
 
 double tprob_bound_lse(int64_t L, double ref)

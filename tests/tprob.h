@@ -107,7 +107,8 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 #define TOL_B_DV 0.125  /* dv */
 #define TOL_B_DS 0.5    /* dq, dk, dpk, dpq: out re-read in the storage dtype for D_i */
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
-#define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN: fp32 subnormal / flush-to-zero effects */
+#define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN per summed term (x max(1, L)): fp32
+                                  subnormal / flush-to-zero effects */
 #define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
 double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
 enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS };
