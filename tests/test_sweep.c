@@ -71,19 +71,7 @@ static int ncases;
 
 static tcase mk(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
 {
-    tcase c;
-    memset(&c, 0, sizeof c);
-    c.dtype = dtype;
-    c.layout = DATTN_LAYOUT_PADDED;
-    c.pos_att = DATTN_POS_C2P | DATTN_POS_P2C;
-    c.pb = 256;
-    c.M = 512;
-    c.padrows = DATTN_PADROWS_HF;
-    c.B = B, c.L = L, c.H = H, c.D = D;
-    c.mask = MK_NONE;
-    c.variant = LY_CONTIG;
-    c.bwd = 1;
-    return c;
+    return tprob_case_v3(dtype, B, L, H, D);
 }
 
 /* Builds the problem once (one reference), then runs it under every kernel family. */

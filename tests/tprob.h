@@ -118,4 +118,17 @@ double tprob_bound_lse(int64_t L, double ref);
 const char *tu_mask_name(int m);
 const char *tu_variant_name(int v);
 
+/* A v3-base-like case: c2p|p2c, pb 256, M 512, HF padded rows, padded contiguous, no
+ * mask, backward on. */
+tcase tprob_case_v3(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D);
+
+/* Dropout mask read-back: shape_inputs sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i
+ * (needs D >= L); check_masks reads the forward (which = 0, from out) or backward (1,
+ * from dv) mask back, compares it with dattn_dropout_keep (a value farther than
+ * unclear_tol from 0 or 1 fails) and checks the keep rate; bits/nbits (optional) collect
+ * the mask. keep_rate_ok: kept/n within 5 standard deviations of 1 - p. */
+void tprob_dropout_shape_inputs(tprob *P);
+void tprob_dropout_check_masks(tprob *P, int which, double unclear_tol, unsigned char *bits, long *nbits);
+int tprob_keep_rate_ok(long kept, long n, double p);
+
 #endif
