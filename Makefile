@@ -104,6 +104,15 @@ $(BUILD)/tests/%.o: tests/%.c $(wildcard include/*.h src/*.h tests/*.h) | $(BUIL
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(BUILD)/libdattn.a
 	$(CC) -o $@ $^ $(CUDA_LIBS) $(LDLIBS_ALL)
 
+# tests/test_*.cu: GPU unit tests built by nvcc for sm_90a alone (CUDA=1 only; they exit 77
+# without a matching GPU).
+ifeq ($(CUDA),1)
+CU_TEST_BINS := $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/test_*.cu))
+$(CU_TEST_BINS): $(BUILD)/tests/%: tests/%.cu $(wildcard src/cuda/*.cuh tests/*.h) | $(BUILD)/tests
+	$(NVCC) $(NVFLAGS) $(CUDA_ARCHS_SM90) -Itests -o $@ $<
+TEST_BINS += $(CU_TEST_BINS)
+endif
+
 tests-build: $(TEST_BINS)
 
 # TEST_ARGS is passed to every test program (e.g. TEST_ARGS="--quick --seed 42").

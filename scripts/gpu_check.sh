@@ -91,6 +91,13 @@ rc=$?; cat "$OUT/sass.txt" >>"$LOG"
 printf '%-28s %-14s\n' "sass(HMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
 fi
 
+# 2b. the Hopper wgmma layer alone (descriptors, swizzle, fragments; tests/test_wgmma.cu):
+#     if this fails, the sm_90a kernel results below are meaningless
+if [ $TRAIN -eq 0 ] && [ -x build/tests/test_wgmma ]; then
+  step test_wgmma 60 build/tests/test_wgmma
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+fi
+
 # 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
 for t in build/tests/test_cuda_*; do
   [ $TRAIN -eq 1 ] && break
