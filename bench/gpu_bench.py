@@ -12,6 +12,10 @@ against the output size.
 Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
 package imports, else it is reported as skipped.
 
+Kernel path: on compute capability 9.0 the library runs the Hopper wgmma kernel for
+fp16/bf16 D=64; every op-level figure is also measured with DATTN_CUDA_FWD=sm80 (the
+mma.sync kernel) in the same run ("*_sm80_ms" keys, "sm80" columns): an A/B in one call.
+
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
 """
@@ -115,6 +119,19 @@ def bench(fn, rep=200):
     return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
 
 
+def bench_forced(fn, value, rep=200):
+    """bench(fn) with DATTN_CUDA_FWD=value (read by the library at every call)."""
+    old = os.environ.get("DATTN_CUDA_FWD")
+    os.environ["DATTN_CUDA_FWD"] = value
+    try:
+        return bench(fn, rep=rep)
+    finally:
+        if old is None:
+            del os.environ["DATTN_CUDA_FWD"]
+        else:
+            os.environ["DATTN_CUDA_FWD"] = old
+
+
 def rotating(make, set_bytes, min_total=256 << 20):
     n = max(2, math.ceil(min_total / max(set_bytes, 1)))
     sets = [make() for _ in range(n)]
@@ -166,7 +183,15 @@ def op_level(lib, shapes, results, quick):
             except Exception as e:  # a backend may be missing
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
-        for name in ("dattn_ms", "dattn_nopos_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
+        # the same calls on the mma.sync kernel (A/B against the default path)
+        for name, fn in (("dattn_sm80_ms", lambda: nxt()["f3"]()),
+                         ("dattn_nopos_sm80_ms", lambda: nxt()["f0"]())):
+            try:
+                row[name] = bench_forced(fn, "sm80", rep=100 if quick else 300)
+            except Exception as e:
+                row[name] = None
+                row[name + "_error"] = str(e)[:200]
+        for name in ("dattn_ms", "dattn_nopos_ms", "dattn_sm80_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
             t = row.get(name)
             row[name.replace("_ms", "_tflops")] = flops / (t * 1e-3) / 1e12 if t else None
         if row.get("dattn_ms") and row.get("sdpa_flash_ms"):
@@ -174,15 +199,19 @@ def op_level(lib, shapes, results, quick):
             row["met"] = row["ratio_vs_flash"] <= target
         if row.get("dattn_ms") and row.get("sdpa_cudnn_ms"):
             row["ratio_vs_cudnn"] = row["dattn_ms"] / row["sdpa_cudnn_ms"]
+        if row.get("dattn_nopos_ms") and row.get("sdpa_flash_ms"):
+            row["nopos_ratio_vs_flash"] = row["dattn_nopos_ms"] / row["sdpa_flash_ms"]
         # diagnostics: position configurations that make (almost) every tile saturated
         # (position_buckets 4, M 8: R ~ 8) or every tile a band tile (linear, S = L)
         s = nxt()
         fsat = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"][:, :8].contiguous(), s["pq"][:, :8].contiguous(), pb=4, M=8)
         row["dattn_satmost_ms"] = bench(fsat, rep=100)
+        row["dattn_satmost_sm80_ms"] = bench_forced(fsat, "sm80", rep=100)
         pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
         row["dattn_allband_ms"] = bench(fband, rep=100)
+        row["dattn_allband_sm80_ms"] = bench_forced(fband, "sm80", rep=100)
         del fsat, fband, pkl, pql
         # a padded variant: half the rows padding (right), HF rows
         m = torch.ones(B, L, dtype=torch.uint8, device=dev)
@@ -338,6 +367,8 @@ def main():
         capability=".".join(map(str, torch.cuda.get_device_capability(0))),
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
+    res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
+                                 ("sm90 (wgmma)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm80"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                        capture_output=True, text=True, timeout=20).stdout.strip()
@@ -368,10 +399,15 @@ def main():
     m = res.get("memory")
     if m: print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
         m["extra_bytes"] / 1e6, m["out_bytes"] / 1e6, m["ratio"], m["time_ms"]))
-    print("%-14s %9s %9s %9s %8s %7s" % ("shape", "diag:sat", "allband", "", "", ""))
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "diag:sat", "allband", "sm80", "nopos80",
+                                                "sat80", "band80", "nopos/fl"))
     for r in res["op"]:
-        print("%-14s %9.3f %9.3f" % ("B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
-                                      r.get("dattn_allband_ms") or 0))
+        print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.2f" % (
+            "B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
+            r.get("dattn_allband_ms") or 0, r.get("dattn_sm80_ms") or 0,
+            r.get("dattn_nopos_sm80_ms") or 0, r.get("dattn_satmost_sm80_ms") or 0,
+            r.get("dattn_allband_sm80_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
+    print("default path: %s; sm80 columns: DATTN_CUDA_FWD=sm80 in the same run" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

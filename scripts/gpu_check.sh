@@ -74,7 +74,7 @@ if [ $TRAIN -eq 1 ]; then
 else
   step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
 fi
-grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
+grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_sm90\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
 
 # 2. SASS: tensor-core instructions present, no local memory
 if [ $TRAIN -eq 0 ]; then
@@ -86,9 +86,17 @@ if [ $TRAIN -eq 0 ]; then
     echo "$o: HMMA $n_hmma LDSM $n_ldsm LDL/STL $n_lmem"
     [ "$n_hmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] || exit 1
   done
+  # the Hopper kernels: wgmma (HGMMA) present, no local memory
+  for o in build/src/cuda/*_sm90.o; do
+    [ -f "$o" ] || continue
+    n_hgmma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA)
+    n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
+    echo "$o: HGMMA $n_hgmma LDL/STL $n_lmem"
+    [ "$n_hgmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] || exit 1
+  done
 ) >"$OUT/sass.txt" 2>&1
 rc=$?; cat "$OUT/sass.txt" >>"$LOG"
-printf '%-28s %-14s\n' "sass(HMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
+printf '%-28s %-14s\n' "sass(HMMA/HGMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
 fi
 
 # 2b. the Hopper wgmma layer alone (descriptors, swizzle, fragments; tests/test_wgmma.cu):
@@ -106,6 +114,16 @@ for t in build/tests/test_cuda_*; do
   else step "$(basename "$t")" 240 "$t"; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
+# 3b. the forward sweep again with each tensor-core kernel pinned: --path sm90 (the wgmma
+#     kernel; a D=64 fp16/bf16 case it cannot run fails instead of falling back) and
+#     --path sm80 (the mma.sync kernel, still the path of every other GPU)
+if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
+  for pth in sm90 sm80; do
+    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
+    else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  done
+fi
 
 # 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward
 if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null 2>&1; then

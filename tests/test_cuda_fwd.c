@@ -22,6 +22,11 @@
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
  * --quick: a small subset (compute-sanitizer).
+ * --path sm80|sm90: the fp16/bf16 D=64 cases (those the Hopper wgmma kernel takes) run
+ *   with DATTN_CUDA_FWD=sm90 (so a call it cannot run fails instead of falling back), or
+ *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
+ *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
+ *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -47,6 +52,7 @@ extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i
                           double *lse) __attribute__((weak));
 
 static int n_pass, n_fail, quick, max_l = 1 << 30;
+static const char *path; /* --path */
 static uint64_t rng_state;
 
 static uint64_t rnd64(void)
@@ -159,6 +165,21 @@ typedef struct tcase {
     int maxlen_short;    /* packed: the longest sequence is shorter than seqlen */
 } tcase;
 
+/* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
+static const char *case_force(const tcase *t)
+{
+    if (t->force) return t->force;
+    if (path && !strcmp(path, "sm90"))
+        return t->dtype != DATTN_F32 && t->D == 64 && t->lay != LAY_UNALIGNED ? "sm90" : NULL;
+    return path;
+}
+
+static void set_force(const char *f)
+{
+    if (f) setenv("DATTN_CUDA_FWD", f, 1);
+    else unsetenv("DATTN_CUDA_FWD");
+}
+
 static const char *dt_name(int dt) { return dt == DATTN_F32 ? "f32" : dt == DATTN_F16 ? "f16" : "bf16"; }
 static const char *mask_name(int m)
 {
@@ -172,7 +193,7 @@ static void case_str(const tcase *t, char *buf, size_t n)
              "%s D=%d B=%d H=%d L=%d pos=%d pb=%d M=%d pad=%s mask=%s %s%s lay=%d%s%s",
              dt_name(t->dtype), t->D, t->B, t->H, t->L, t->pos_att, t->pb, t->M,
              t->padrows ? "zero" : "hf", mask_name(t->mask), t->packed ? "packed" : "padded",
-             t->math ? " tf32" : "", t->lay, t->force ? " force=" : "", t->force ? t->force : "");
+             t->math ? " tf32" : "", t->lay, case_force(t) ? " force=" : "", case_force(t) ? case_force(t) : "");
 }
 
 typedef struct hbuf {
@@ -391,9 +412,9 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     }
     p.workspace = ws;
     p.workspace_size = wsz;
-    if (tc->force) setenv("DATTN_CUDA_FWD", tc->force, 1);
+    set_force(case_force(tc));
     if (st == DATTN_OK) st = dattn_fwd(&p);
-    if (tc->force) unsetenv("DATTN_CUDA_FWD");
+    set_force(NULL);
     int fail = 0;
     if (st != DATTN_OK) {
         printf("FAIL %s: status %s: %s\n", name, dattn_status_string(st), dattn_last_error());
@@ -657,7 +678,9 @@ static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
     dattn_status st = dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz) CK(cudaMalloc(&ws, wsz));
     p.workspace = ws; p.workspace_size = wsz;
+    set_force(case_force(&a));
     if (st == DATTN_OK) st = dattn_fwd(&p);
+    set_force(NULL);
     CK(cudaDeviceSynchronize());
     hb_down(&O); hb_down(&Lse);
     int64_t diff = 0;
@@ -798,6 +821,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--path") && i + 1 < argc) path = argv[++i];
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -814,8 +838,18 @@ int main(int argc, char **argv)
         if (f) fclose(f);
         seed %= 1000000007ull;
     }
-    printf("test_cuda_fwd: seed %llu (--seed to repeat), reference: %s\n", (unsigned long long)seed,
-           ref64_fwd_row ? "ref64" : "local float64");
+    if (path && strcmp(path, "sm80") && strcmp(path, "sm90")) {
+        fprintf(stderr, "--path: sm80 or sm90\n");
+        return 2;
+    }
+    /* an outside DATTN_CUDA_FWD keeps applying to every unforced case */
+    static char env_path[32];
+    if (!path && getenv("DATTN_CUDA_FWD")) {
+        snprintf(env_path, sizeof env_path, "%s", getenv("DATTN_CUDA_FWD"));
+        path = env_path;
+    }
+    printf("test_cuda_fwd: seed %llu (--seed to repeat), reference: %s, path: %s\n", (unsigned long long)seed,
+           ref64_fwd_row ? "ref64" : "local float64", path ? path : "library's choice");
     uint64_t cs = seed;
 #define NEXT (cs = cs * 6364136223846793005ull + 1442695040888963407ull)
 
@@ -833,6 +867,10 @@ int main(int argc, char **argv)
                 run_case(&t, NEXT, NULL, NULL);
                 t.force = "small";
                 run_case(&t, NEXT, NULL, NULL);
+                if (D == 64) { /* both D = 64 tensor-core kernels on Hopper */
+                    t.force = "sm80";
+                    run_case(&t, NEXT, NULL, NULL);
+                }
             }
         }
         tcase t = base_case(DATTN_F16, 64, 3, 2, 200);

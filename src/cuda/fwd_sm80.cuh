@@ -41,6 +41,18 @@
 #include "common.cuh"
 
 #define DATTN_ALIGN128(x) (((x) + 127) / 128 * 128)
+#define DATTN_ALIGN_V90(x, v90) ((v90) ? ((x) + 1023) / 1024 * 1024 : (x))
+
+/* The Hopper variant of the body (V90 = 1) needs the wgmma layer: only translation units
+ * that define DATTN_FWD_SM90 (built for sm_90a alone) include it and may instantiate it. */
+#ifdef DATTN_FWD_SM90
+#include "sm90.cuh"
+#define DATTN_FWD_SM90_ONLY(...) __VA_ARGS__
+#define DATTN_FWD_HAVE_SM90 1
+#else
+#define DATTN_FWD_SM90_ONLY(...)
+#define DATTN_FWD_HAVE_SM90 0
+#endif
 
 /* Band-tile variants (compile-time, for A/B runs). Both default to 0, the v1 path: on the
  * H200 the two reworks measured 8-19% SLOWER than v1 on every shape (2026-11-30,
@@ -58,8 +70,11 @@
 #define DATTN_FWD_P2C_SWZ 0
 #endif
 
-/* Tile geometry of one kernel configuration (host and device). */
-template <int D, int NW, int MS, int BN>
+/* Tile geometry of one kernel configuration (host and device). V90 = 1: the Hopper
+ * variant (fwd_sm90.cuh): Q K^T and P V run on wgmma, which reads the K and V tiles
+ * through 128-byte-swizzle descriptors, so those tiles start on 1024-byte boundaries and
+ * the dynamic shared memory gets 1 KB of slack to align its base. */
+template <int D, int NW, int MS, int BN, int V90 = 0>
 struct fwd_geom {
     static constexpr int BM = 16 * MS * NW;  /* query rows per CTA */
     static constexpr int WR = 16 * MS;       /* query rows per warp */
@@ -84,15 +99,16 @@ struct fwd_geom {
     static constexpr int A_BYTES = BM * RB > BM * PP * 4 ? BM * RB : BM * PP * 4;
     static constexpr int OFF_A = 0; /* Q tile, then p2c tile (+ c2p scratch), then output */
     static constexpr int OFF_SC = DATTN_ALIGN128(A_BYTES);
-    static constexpr int OFF_K = OFF_SC + (SC_ALIAS ? 0 : DATTN_ALIGN128(NW * 16 * PC * 4));
-    static constexpr int OFF_V = OFF_K + BN * RB;
+    static constexpr int OFF_K =
+        DATTN_ALIGN_V90(OFF_SC + (SC_ALIAS ? 0 : DATTN_ALIGN128(NW * 16 * PC * 4)), V90);
+    static constexpr int OFF_V = DATTN_ALIGN_V90(OFF_K + BN * RB, V90);
     static constexpr int OFF_T = OFF_V + BN * RB;
     static constexpr int OFF_PS = OFF_T + DATTN_ALIGN128(NT * 4);
     static constexpr int OFF_RK = OFF_PS + DATTN_ALIGN128(BN * 4);
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB; /* saturated c2p row constants [2][BM] */
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
-    static constexpr int SMEM = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
+    static constexpr int SMEM = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2) + (V90 ? 1024 : 0);
     static_assert(D == 32 || D == 64 || D == 128, "head dim");
     static_assert(BN % 16 == 0 && BN <= 64, "key tile");
     static_assert(MS == 1 || MS == 2, "strips per warp");
@@ -129,10 +145,10 @@ typedef struct fwd_cta {
     int m0, len, use_pos;
 } fwd_cta;
 
-template <int D, int NW, int MS, int BN>
+template <int D, int NW, int MS, int BN, int V90>
 DATTN_DEV int tile_class(const dattn_fwd_args &a, const fwd_cta &t, int n0)
 {
-    typedef fwd_geom<D, NW, MS, BN> G;
+    typedef fwd_geom<D, NW, MS, BN, V90> G;
     if (!t.use_pos) return DATTN_CLS_PLAIN;
     const int rlo = t.m0 - n0 - BN + 1, rhi = t.m0 - n0 + G::BM - 1;
     if (rlo >= a.R) return DATTN_CLS_SATP;
@@ -141,10 +157,10 @@ DATTN_DEV int tile_class(const dattn_fwd_args &a, const fwd_cta &t, int n0)
 }
 
 /* V tile n. */
-template <int D, int NW, int MS, int BN>
+template <int D, int NW, int MS, int BN, int V90>
 DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 {
-    typedef fwd_geom<D, NW, MS, BN> G;
+    typedef fwd_geom<D, NW, MS, BN, V90> G;
     const int n0 = n * BN;
     const uint32_t sV = smem_u32(t.smem + G::OFF_V);
 #pragma unroll
@@ -160,11 +176,11 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 
 /* The K side of key tile n: K, the window table and new ring rows (band) or the
  * saturated p2c constants, and (registers) its mask bytes. */
-template <int D, int NW, int MS, int BN>
+template <int D, int NW, int MS, int BN, int V90>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
                           int &ring_ok, int &mk0, int &mk1)
 {
-    typedef fwd_geom<D, NW, MS, BN> G;
+    typedef fwd_geom<D, NW, MS, BN, V90> G;
     const int tid = threadIdx.x, lane = tid & 31;
     const int n0 = n * BN;
     const uint32_t sK = smem_u32(t.smem + G::OFF_K);
@@ -182,7 +198,7 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         mk0 = (lane < BN && j0 < t.len) ? t.mrow[(int64_t)j0 * a.m_sl] : 0;
         mk1 = (BN > 32 && j1 < t.len) ? t.mrow[(int64_t)j1 * a.m_sl] : 0;
     }
-    const int cls = tile_class<D, NW, MS, BN>(a, t, n0);
+    const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
     if (cls == DATTN_CLS_BAND) {
         int *sT = (int *)(t.smem + G::OFF_T);
         const int rlo = t.m0 - n0 - BN + 1;
@@ -216,11 +232,15 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
     }
 }
 
-template <int D, int NW, int MS, int BN, int BF>
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
-    typedef fwd_geom<D, NW, MS, BN> G;
-    extern __shared__ __align__(128) char smem[];
+    typedef fwd_geom<D, NW, MS, BN, V90> G;
+    static_assert(!V90 || (DATTN_FWD_HAVE_SM90 && NW == 8 && MS == 1 && D == 64 && BN == 64),
+                  "the wgmma variant: two warpgroups of one 16-row strip per warp, D = BN = 64");
+    extern __shared__ __align__(128) char smem_raw[];
+    /* V90: the swizzle atoms of the K / V tiles must sit on 1024-byte boundaries */
+    char *smem = V90 ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
     const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * G::BM;
     int tok0, len;
@@ -274,7 +294,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         }
     }
     int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0;
-    if (n_begin < n_end) fwd_load_k<D, NW, MS, BN>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n);
+    if (n_begin < n_end) fwd_load_k<D, NW, MS, BN, V90>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -338,11 +358,12 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         const int mk0 = mk0n, mk1 = mk1n;
         /* K side of tile n landed; every warp is done with tile n-1 (V buffer free) */
         cp_async_wait_all();
+        if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* K: cp.async -> wgmma */
         __syncthreads();
-        fwd_load_v<D, NW, MS, BN>(a, t, n);
+        fwd_load_v<D, NW, MS, BN, V90>(a, t, n);
         cp_async_commit();
         const int n0 = n * BN;
-        const int cls = tile_class<D, NW, MS, BN>(a, t, n0);
+        const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
 
         float s[MS][G::NB][4];
 #if DATTN_FWD_C2P_SHFL
@@ -461,6 +482,19 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 for (int nb = 0; nb < G::NB; nb++) s[ms][nb][0] = s[ms][nb][1] = s[ms][nb][2] = s[ms][nb][3] = 0.f;
         }
 
+        if constexpr (V90) {
+            /* S += Q K^T on wgmma (m64n64k16 x D/16, Q from registers: qf is the A fragment of
+             * the warp's 16 rows, K a K-major descriptor), asynchronous: it runs while the
+             * band code below computes the p2c tile; s is not touched until the wait. */
+#if DATTN_FWD_HAVE_SM90
+            wgmma_fence();
+#pragma unroll
+            for (int ks = 0; ks < G::KS; ks++)
+                wgmma_rs<BN, BF, 0>(s[0], qf[0][ks], desc_kmajor(sK, BN, 0, ks), 1);
+            wgmma_commit();
+#endif
+        }
+
         if (cls == DATTN_CLS_BAND && a.p2c) {
             /* the c2p scratch may live in the p2c tile: every warp must be done with it */
             if (!DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p) __syncthreads();
@@ -499,7 +533,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         /* S += Q K^T: each K fragment feeds MS strips */
 #pragma unroll
-        for (int kc = 0; kc < G::CPR; kc += 4) {
+        for (int kc = 0; kc < (V90 ? 0 : G::CPR); kc += 4) {
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++) {
                 uint32_t r[4];
@@ -514,6 +548,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
             __syncthreads();
+            if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); reg_fence(s[0]));
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
                 /* rows wr0 + 16 ms + g (+8) have bit 2 = bit 2 of g: column 8 nb + 2c is
@@ -533,6 +568,8 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 }
             }
         }
+
+        if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); reg_fence(s[0]));
 
         /* key validity: padding mask and the end of the sequence */
         uint64_t vbits;
@@ -638,15 +675,39 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         /* V landed; every warp is done with K, the window table and the ring */
         cp_async_wait_all();
+        if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
         if (n + 1 < n_end) {
-            fwd_load_k<D, NW, MS, BN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n);
+            fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n);
             cp_async_commit();
         }
 
+        if constexpr (V90) {
+            /* O += P V on wgmma (m64n64k16 x BN/16): P packed from the score accumulators
+             * is the A fragment, V an MN-major (transposed) descriptor. Waited here: the V
+             * buffer is reloaded after the next barrier and o is rescaled by the next
+             * softmax. */
+#if DATTN_FWD_HAVE_SM90
+            uint32_t pa[BN / 16][4];
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++) {
+                pa[kk][0] = pack2<BF>(s[0][2 * kk][0], s[0][2 * kk][1]);
+                pa[kk][1] = pack2<BF>(s[0][2 * kk][2], s[0][2 * kk][3]);
+                pa[kk][2] = pack2<BF>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+                pa[kk][3] = pack2<BF>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+            }
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; kk++)
+                wgmma_rs<D, BF, 1>(o[0], pa[kk], desc_mnmajor(sV, BN, kk), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(o[0]);
+#endif
+        }
         /* O += P V: each V fragment feeds MS strips */
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
+        for (int kk = 0; kk < (V90 ? 0 : BN / 16); kk++) {
             uint32_t pa[MS][4];
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {

@@ -5,11 +5,18 @@
  * Kernel choice for a forward call:
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
- *       -> tensor-core kernel (fwd_sm80.cuh): the large configuration on sm_90, the
- *       99 KB one elsewhere;
+ *       -> on compute capability 9.0 with D = 64: the Hopper wgmma kernel (fwd_sm90.cuh,
+ *          instances_sm90.def);
+ *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
+ *          sm_90, the 99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
  *       -> the simple kernel (fwd_simple.cu).
- * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests).
+ * The environment variable DATTN_CUDA_FWD forces a path (tests, A/B benchmarks):
+ *   simple  the simple kernel;
+ *   small   the 99 KB mma.sync configuration;
+ *   sm80    the mma.sync kernel (large configuration where it fits), never the wgmma one;
+ *   sm90    the wgmma kernel; a call it cannot run (other GPU, dtype, D, alignment)
+ *           returns UNSUPPORTED instead of falling back.
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -35,6 +42,13 @@ extern "C" {
     extern "C" int dattn_smem_fwd_sm80_d##D##_##DT##_w##NW##s##MS##n##BN(void);
 #include "instances.def"
 #undef X
+
+#define Y(D, DT, NW, MS, BN)                                                                   \
+    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN(                         \
+        const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream);     \
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN(void);
+#include "instances_sm90.def"
+#undef Y
 
 extern "C" size_t dattn_simple_smem(int D);
 extern "C" int dattn_simple_rows(void);
@@ -339,6 +353,20 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
     return NULL;
 }
 
+/* The Hopper (wgmma) instance for (D, dtype), its BM and shared memory. */
+static fwd_launcher pick_sm90(int D, int bf, int *bm, int *smem)
+{
+#define Y(D_, DT, NW, MS, BN)                                                                  \
+    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16"))) {                                    \
+        *bm = 16 * MS * NW;                                                                    \
+        *smem = dattn_smem_fwd_sm90_d##D_##_##DT##_n##BN();                                    \
+        return dattn_launch_fwd_sm90_d##D_##_##DT##_n##BN;                                     \
+    }
+#include "instances_sm90.def"
+#undef Y
+    return NULL;
+}
+
 extern "C" dattn_status dattn_cuda_check(const dattn_call *c)
 {
     if (c->D > 256)
@@ -451,11 +479,23 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
     if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
+    const int force_sm90 = force && !strcmp(force, "sm90");
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
     int bm = 0, smem = 0;
     fwd_launcher lf = NULL;
-    if (tc) {
+    /* Hopper: the wgmma kernel unless a mma.sync / simple path is forced */
+    if (tc && di.major == 9 && di.minor == 0 && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))) {
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, &bm, &smem);
+        if (lf && smem > di.smem_optin) lf = NULL;
+    }
+    if (force_sm90 && !lf)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "DATTN_CUDA_FWD=sm90: the wgmma forward needs compute capability "
+                               "9.0 (this device: %d.%d), fp16/bf16, head_dim 64, 16-byte aligned "
+                               "rows and a monotone slot map",
+                               di.major, di.minor);
+    if (tc && !lf) {
         lf = pick_tc((int)c->D, p->dtype == DATTN_BF16, big, &bm, &smem);
         if (!lf || smem > di.smem_optin) {
             big = 0;

@@ -1,7 +1,7 @@
 /* Hopper (sm_90a) inline-PTX wrappers: wgmma.mma_async, its shared-memory matrix
  * descriptors, the wgmma fences, and the proxy fence between cp.async / st.shared
  * writes and wgmma reads. Include only from translation units built for sm_90a
- * (src/cuda/*_sm90.cu, tests/test_wgmma.cu).
+ * (the *_sm90.cu files of src/cuda, tests/test_wgmma.cu).
  *
  * Shared-memory tiles (what every descriptor below assumes). A tile holds `rows` rows of
  * a 16-bit matrix whose contiguous dimension has 64 * P elements, stored as P panels of
@@ -82,6 +82,11 @@ DATTN_DEV uint64_t desc_mnmajor(uint32_t tile, int rows, int kk)
     return sm90_desc(tile + (uint32_t)(kk * 2048), (uint32_t)(rows * 128), 1024);
 }
 
+/* ---- the instructions (tests/emu/build.sh replaces everything from this line on by the
+ * host emulation in tests/emu/sm90_ops.h, which reads the operands through its own
+ * decoding of the descriptors). Generated shapes: N = 64, 128; f16, bf16. TA / TB: 1 =
+ * the operand is MN-major in shared memory (transposed), 0 = K-major. */
+
 DATTN_DEV void wgmma_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 
 DATTN_DEV void wgmma_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -111,9 +116,6 @@ DATTN_DEV void reg_fence(uint32_t (&d)[R][C])
 #pragma unroll
         for (int j = 0; j < C; j++) asm volatile("" : "+r"(d[i][j])::"memory");
 }
-
-/* ---- the instructions (generated shapes: N = 64, 128; f16, bf16). TA / TB: 1 = the
- * operand is MN-major in shared memory (transposed), 0 = K-major. */
 
 /* m64n64k16, f16, A and B from shared-memory descriptors */
 template <int TA, int TB>

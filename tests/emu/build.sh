@@ -17,6 +17,9 @@ for f in "$ROOT"/src/cuda/*; do
   python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/cuda/$(basename "$f")"
 done
 cp "$ROOT/tests/emu/ptx.cuh" "$OUT/src/cuda/ptx.cuh"
+# sm90.cuh: the real descriptor part, the emulated instructions (sm90_ops.h)
+sed '/^\/\* ---- the instructions/,$d' "$ROOT/src/cuda/sm90.cuh" >"$OUT/src/cuda/sm90.cuh"
+cat "$ROOT/tests/emu/sm90_ops.h" >>"$OUT/src/cuda/sm90.cuh"
 CF="-std=c11 -O2 -g -fopenmp -D_GNU_SOURCE -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall -Wno-unknown-pragmas $XF"
 XXF="-std=c++17 -O2 -g -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall -Wno-unused-function -Wno-unknown-pragmas $XF"
 objs=""

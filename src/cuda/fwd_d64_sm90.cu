@@ -1,0 +1,7 @@
+/* Hopper (sm_90a) forward kernels with head dim 64 (fwd_sm90.cuh, instances_sm90.def).
+ * Named *_sm90.cu: the Makefile builds it for sm_90a alone. */
+#include "fwd_sm90.cuh"
+
+#define Y(D, DT, NW, MS, BN) DATTN_FWD90_DEFINE(D, DT, NW, MS, BN)
+#include "instances_sm90.def"
+#undef Y

@@ -1,0 +1,50 @@
+/* dattn forward on Hopper (sm_90a): the tensor-core body of fwd_sm80.cuh with V90 = 1.
+ *
+ * What changes against the sm_80 kernel (everything else -- tile classes, the band
+ * machinery for c2p / p2c, the saturated constants, masks, dropout, padded rows, packed
+ * sequences, the epilogue -- is the same code):
+ *   - CTA = two warpgroups (8 warps x one 16-row strip, BM = 128), BN = 64 keys;
+ *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
+ *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
+ *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
+ *     + 16 LDSM per warp; it is issued asynchronously right after the score accumulators
+ *     are initialised (band c2p values / saturated p2c constants / zero) and runs while
+ *     the band code computes the p2c tile;
+ *   - O += P V is wgmma.m64n64k16 (x BN/16) with P from registers (packed from the score
+ *     accumulators, the same A fragment as mma.sync) and V through an MN-major
+ *     (transposed) descriptor -- no ldmatrix.trans;
+ *   - the K / V tiles start on 1024-byte boundaries (the swizzle atoms), cp.async writes
+ *     are published to wgmma by fence.proxy.async before the barriers.
+ * The layouts are those of sm90.cuh (checked on the GPU by tests/test_wgmma.cu). */
+#ifndef DATTN_CUDA_FWD_SM90_CUH
+#define DATTN_CUDA_FWD_SM90_CUH
+
+#define DATTN_FWD_SM90 1
+#include "fwd_sm80.cuh"
+
+#include <cuda_runtime.h>
+
+#define DATTN_BF90_f16 0
+#define DATTN_BF90_bf16 1
+
+#define DATTN_FWD90_DEFINE(D, DT, NW, MS, BN)                                                  \
+    extern "C" __global__ void __launch_bounds__(32 * NW, 1)                                   \
+        dattn_fwd_sm90_d##D##_##DT##_n##BN(const __grid_constant__ dattn_fwd_args a)          \
+    {                                                                                          \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1>(a);                                   \
+    }                                                                                          \
+    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN(                         \
+        const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \
+    {                                                                                          \
+        typedef fwd_geom<D, NW, MS, BN, 1> G;                                                  \
+        cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN,               \
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,      \
+                                             G::SMEM);                                         \
+        if (e != cudaSuccess) return e;                                                        \
+        dattn_fwd_sm90_d##D##_##DT##_n##BN<<<dim3(grid_x, grid_y, grid_z), G::NTHR, G::SMEM,   \
+                                             stream>>>(*a);                                    \
+        return cudaGetLastError();                                                             \
+    }                                                                                          \
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN(void) { return fwd_geom<D, NW, MS, BN, 1>::SMEM; }
+
+#endif
