@@ -184,10 +184,12 @@ def op_level(lib, shapes, results, quick):
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
         # the same calls on the mma.sync kernel (A/B against the default path)
-        for name, fn in (("dattn_sm80_ms", lambda: nxt()["f3"]()),
-                         ("dattn_nopos_sm80_ms", lambda: nxt()["f0"]())):
+        for name, fn, path in (("dattn_sm80_ms", lambda: nxt()["f3"](), "sm80"),
+                               ("dattn_nopos_sm80_ms", lambda: nxt()["f0"](), "sm80"),
+                               ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
+                               ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64")):
             try:
-                row[name] = bench_forced(fn, "sm80", rep=100 if quick else 300)
+                row[name] = bench_forced(fn, path, rep=100 if quick else 300)
             except Exception as e:
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
@@ -207,11 +209,19 @@ def op_level(lib, shapes, results, quick):
         fsat = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"][:, :8].contiguous(), s["pq"][:, :8].contiguous(), pb=4, M=8)
         row["dattn_satmost_ms"] = bench(fsat, rep=100)
         row["dattn_satmost_sm80_ms"] = bench_forced(fsat, "sm80", rep=100)
+        try:
+            row["dattn_satmost_n64_ms"] = bench_forced(fsat, "sm90n64", rep=100)
+        except Exception as e:
+            row["dattn_satmost_n64_ms"] = None
         pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
         row["dattn_allband_ms"] = bench(fband, rep=100)
         row["dattn_allband_sm80_ms"] = bench_forced(fband, "sm80", rep=100)
+        try:
+            row["dattn_allband_n64_ms"] = bench_forced(fband, "sm90n64", rep=100)
+        except Exception as e:
+            row["dattn_allband_n64_ms"] = None
         del fsat, fband, pkl, pql
         # a padded variant: half the rows padding (right), HF rows
         m = torch.ones(B, L, dtype=torch.uint8, device=dev)
@@ -368,7 +378,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90 (wgmma)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm80"))
+                                 ("sm90 (wgmma, 128-key tiles)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm80"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                        capture_output=True, text=True, timeout=20).stdout.strip()
@@ -407,7 +417,13 @@ def main():
             r.get("dattn_allband_ms") or 0, r.get("dattn_sm80_ms") or 0,
             r.get("dattn_nopos_sm80_ms") or 0, r.get("dattn_satmost_sm80_ms") or 0,
             r.get("dattn_allband_sm80_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
-    print("default path: %s; sm80 columns: DATTN_CUDA_FWD=sm80 in the same run" % res["dattn_default_path"])
+    print("%-14s %9s %9s %9s %9s" % ("shape", "n64", "nopos64", "sat64", "band64"))
+    for r in res["op"]:
+        print("%-14s %9.3f %9.3f %9.3f %9.3f" % (
+            "B%d L%d" % (r["B"], r["L"]), r.get("dattn_n64_ms") or 0, r.get("dattn_nopos_n64_ms") or 0,
+            r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0))
+    print("default path: %s; same run: sm80 columns DATTN_CUDA_FWD=sm80 (mma.sync kernel), "
+          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

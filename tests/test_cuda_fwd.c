@@ -22,8 +22,9 @@
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
  * --quick: a small subset (compute-sanitizer).
- * --path sm80|sm90: the fp16/bf16 D=64 cases (those the Hopper wgmma kernel takes) run
- *   with DATTN_CUDA_FWD=sm90 (so a call it cannot run fails instead of falling back), or
+ * --path sm80|sm90|sm90n64|sm90n128: the fp16/bf16 D=64/128 cases (those the Hopper wgmma
+ *   kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead of
+ *   falling back; n64 / n128: its 64- / 128-key tiles where the head dim has both), or
  *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
  *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
  *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
@@ -169,8 +170,8 @@ typedef struct tcase {
 static const char *case_force(const tcase *t)
 {
     if (t->force) return t->force;
-    if (path && !strcmp(path, "sm90"))
-        return t->dtype != DATTN_F32 && t->D == 64 && t->lay != LAY_UNALIGNED ? "sm90" : NULL;
+    if (path && !strncmp(path, "sm90", 4))
+        return t->dtype != DATTN_F32 && (t->D == 64 || t->D == 128) && t->lay != LAY_UNALIGNED ? path : NULL;
     return path;
 }
 
@@ -838,8 +839,8 @@ int main(int argc, char **argv)
         if (f) fclose(f);
         seed %= 1000000007ull;
     }
-    if (path && strcmp(path, "sm80") && strcmp(path, "sm90")) {
-        fprintf(stderr, "--path: sm80 or sm90\n");
+    if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64 or sm90n128\n");
         return 2;
     }
     /* an outside DATTN_CUDA_FWD keeps applying to every unforced case */
@@ -867,7 +868,7 @@ int main(int argc, char **argv)
                 run_case(&t, NEXT, NULL, NULL);
                 t.force = "small";
                 run_case(&t, NEXT, NULL, NULL);
-                if (D == 64) { /* both D = 64 tensor-core kernels on Hopper */
+                if (D != 32) { /* both tensor-core kernels on Hopper */
                     t.force = "sm80";
                     run_case(&t, NEXT, NULL, NULL);
                 }

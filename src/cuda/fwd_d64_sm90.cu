@@ -2,6 +2,8 @@
  * Named *_sm90.cu: the Makefile builds it for sm_90a alone. */
 #include "fwd_sm90.cuh"
 
-#define Y(D, DT, NW, MS, BN) DATTN_FWD90_DEFINE(D, DT, NW, MS, BN)
+#undef DATTN_FWD90_IF_64
+#define DATTN_FWD90_IF_64(...) DATTN_FWD90_DEFINE(__VA_ARGS__)
+#define Y(D, DT, NW, MS, BN) DATTN_FWD90_IF_##D(D, DT, NW, MS, BN)
 #include "instances_sm90.def"
 #undef Y

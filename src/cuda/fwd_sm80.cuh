@@ -86,7 +86,9 @@ struct fwd_geom {
     static constexpr int DB = D / 8;         /* n8 blocks of an output row */
     static constexpr int NG = BN + 16;       /* c2p window per strip */
     static constexpr int PC = NG + 8;        /* c2p scratch pitch (floats) */
-    static constexpr int PP = BN + 8;        /* p2c tile pitch (floats) */
+    /* p2c tile pitch (floats); the wgmma variant at BN = 128 widens it so that the c2p
+     * scratch fits in each warp's own rows (shared memory) */
+    static constexpr int PP = (V90 && BN > 64) ? NG + 8 : BN + 8;
     static constexpr int NWIN = BM + BN - 1; /* r values of a tile */
     static constexpr int NT = BM + BN;       /* window table entries */
     static constexpr int RC = BM + BN;       /* ring rows */
@@ -110,7 +112,7 @@ struct fwd_geom {
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
     static constexpr int SMEM = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2) + (V90 ? 1024 : 0);
     static_assert(D == 32 || D == 64 || D == 128, "head dim");
-    static_assert(BN % 16 == 0 && BN <= 64, "key tile");
+    static_assert(BN % 16 == 0 && (BN <= 64 || (V90 && BN == 128)), "key tile");
     static_assert(MS == 1 || MS == 2, "strips per warp");
     static_assert(NW % NSB == 0 && PARTS >= 1, "p2c work split");
     static_assert(PC % 16 == 8 && PP % 16 == 8, "skew buffer pitch (bank conflicts)");
@@ -131,6 +133,16 @@ template <int D>
 DATTN_DEV uint32_t swz(int row, int ch)
 {
     return (uint32_t)(row * (2 * D) + ((ch ^ swz_key<D>(row)) << 4));
+}
+
+/* Byte offset of chunk ch of row r in a K / V tile (BN rows). The wgmma variant at D > 64
+ * stores the tile as 64-column panels of 128-byte rows (sm90.cuh's layout, what its
+ * descriptors address); at D <= 64, and on the mma.sync path, it is swz. */
+template <int D, int BN, int V90>
+DATTN_DEV uint32_t kv_swz(int row, int ch)
+{
+    if (V90 && D > 64) return (uint32_t)((ch >> 3) * BN * 128 + row * 128 + (((ch & 7) ^ (row & 7)) << 4));
+    return swz<D>(row, ch);
 }
 
 DATTN_DEV float neg_inf(void) { return __int_as_float(0xff800000); }
@@ -169,7 +181,7 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
         if (idx < BN * G::CPR) {
             const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
             const int ok = j < t.len;
-            cp_async16(sV + swz<D>(row, ch), t.vb + (int64_t)(ok ? j : 0) * a.v_sl + ch * 8, ok ? 16 : 0);
+            cp_async16(sV + kv_swz<D, BN, V90>(row, ch), t.vb + (int64_t)(ok ? j : 0) * a.v_sl + ch * 8, ok ? 16 : 0);
         }
     }
 }
@@ -178,7 +190,7 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
  * saturated p2c constants, and (registers) its mask bytes. */
 template <int D, int NW, int MS, int BN, int V90>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
-                          int &ring_ok, int &mk0, int &mk1)
+                          int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3)
 {
     typedef fwd_geom<D, NW, MS, BN, V90> G;
     const int tid = threadIdx.x, lane = tid & 31;
@@ -190,13 +202,18 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         if (idx < BN * G::CPR) {
             const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
             const int ok = j < t.len;
-            cp_async16(sK + swz<D>(row, ch), t.kb + (int64_t)(ok ? j : 0) * a.k_sl + ch * 8, ok ? 16 : 0);
+            cp_async16(sK + kv_swz<D, BN, V90>(row, ch), t.kb + (int64_t)(ok ? j : 0) * a.k_sl + ch * 8, ok ? 16 : 0);
         }
     }
     if (t.mrow) {
         const int j0 = n0 + lane, j1 = n0 + 32 + lane;
         mk0 = (lane < BN && j0 < t.len) ? t.mrow[(int64_t)j0 * a.m_sl] : 0;
         mk1 = (BN > 32 && j1 < t.len) ? t.mrow[(int64_t)j1 * a.m_sl] : 0;
+        if (BN > 64) { /* keys 64 .. 127 (the wgmma variant's 128-key tiles) */
+            const int j2 = n0 + 64 + lane, j3 = n0 + 96 + lane;
+            mk2 = j2 < t.len ? t.mrow[(int64_t)j2 * a.m_sl] : 0;
+            mk3 = j3 < t.len ? t.mrow[(int64_t)j3 * a.m_sl] : 0;
+        }
     }
     const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
     if (cls == DATTN_CLS_BAND) {
@@ -236,8 +253,10 @@ template <int D, int NW, int MS, int BN, int BF, int V90 = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90> G;
-    static_assert(!V90 || (DATTN_FWD_HAVE_SM90 && NW == 8 && MS == 1 && D == 64 && BN == 64),
-                  "the wgmma variant: two warpgroups of one 16-row strip per warp, D = BN = 64");
+    static_assert(!V90 || (DATTN_FWD_HAVE_SM90 && NW == 8 && MS == 1 &&
+                           ((D == 64 && (BN == 64 || BN == 128)) || (D == 128 && BN == 64))),
+                  "the wgmma variant: two warpgroups of one 16-row strip per warp; D = 64 with "
+                  "BN = 64 | 128, D = 128 with BN = 64");
     extern __shared__ __align__(128) char smem_raw[];
     /* V90: the swizzle atoms of the K / V tiles must sit on 1024-byte boundaries */
     char *smem = V90 ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
@@ -293,8 +312,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             cp_async16(sA + swz<D>(row, ch), qb + (int64_t)(ok ? i : 0) * a.q_sl + ch * 8, ok ? 16 : 0);
         }
     }
-    int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0;
-    if (n_begin < n_end) fwd_load_k<D, NW, MS, BN, V90>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n);
+    int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0, mk2n = 0, mk3n = 0;
+    if (n_begin < n_end)
+        fwd_load_k<D, NW, MS, BN, V90>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -355,7 +375,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 #endif
 
     for (int n = n_begin; n < n_end; n++) {
-        const int mk0 = mk0n, mk1 = mk1n;
+        const int mk0 = mk0n, mk1 = mk1n, mk2 = mk2n, mk3 = mk3n;
         /* K side of tile n landed; every warp is done with tile n-1 (V buffer free) */
         cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* K: cp.async -> wgmma */
@@ -503,7 +523,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             uint32_t ka[G::KS][4];
 #pragma unroll
             for (int ks = 0; ks < G::KS; ks++)
-                ldsm_x4(ka[ks], sK + swz<D>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
+                ldsm_x4(ka[ks], sK + kv_swz<D, BN, V90>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
             const int u0 = BN - 16 * (sb + 1);
 #pragma unroll 1
             for (int hl = 0; hl < G::NBP; hl++) {
@@ -572,23 +592,29 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); reg_fence(s[0]));
 
         /* key validity: padding mask and the end of the sequence */
-        uint64_t vbits;
+        uint64_t vbits, vbits2 = ~0ull; /* keys 0 .. 63, 64 .. 127 (BN = 128 only) */
         if (t.mrow) {
             const uint32_t lo = __ballot_sync(0xffffffffu, mk0 != 0);
             const uint32_t hi = __ballot_sync(0xffffffffu, mk1 != 0);
             vbits = (uint64_t)lo | ((uint64_t)hi << 32);
+            if (BN > 64) {
+                const uint32_t lo2 = __ballot_sync(0xffffffffu, mk2 != 0);
+                const uint32_t hi2 = __ballot_sync(0xffffffffu, mk3 != 0);
+                vbits2 = (uint64_t)lo2 | ((uint64_t)hi2 << 32);
+            }
         } else {
             const int lim = len - n0;
             vbits = lim >= 64 ? ~0ull : ((1ull << lim) - 1ull);
+            if (BN > 64) vbits2 = lim >= 128 ? ~0ull : lim <= 64 ? 0ull : ((1ull << (lim - 64)) - 1ull);
         }
-        const uint64_t full_mask = ~0ull >> (64 - BN);
-        if ((vbits & full_mask) != full_mask) {
-            const uint64_t vs = vbits >> (2 * c);
+        const uint64_t full_mask = BN > 64 ? ~0ull : ~0ull >> (64 - (BN > 64 ? 64 : BN));
+        if ((vbits & full_mask) != full_mask || (BN > 64 && vbits2 != ~0ull)) {
+            const uint64_t vs = vbits >> (2 * c), vs2 = vbits2 >> (2 * c);
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++)
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    if (!((vs >> (8 * nb + (e & 1))) & 1ull)) {
+                    if (!(((nb < 8 ? vs : vs2) >> (8 * (nb & 7) + (e & 1))) & 1ull)) {
 #pragma unroll
                         for (int ms = 0; ms < MS; ms++) s[ms][nb][e] = neg_inf();
                     }
@@ -678,7 +704,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
         if (n + 1 < n_end) {
-            fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n);
+            fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }
 

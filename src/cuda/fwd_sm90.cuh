@@ -3,7 +3,8 @@
  * What changes against the sm_80 kernel (everything else -- tile classes, the band
  * machinery for c2p / p2c, the saturated constants, masks, dropout, padded rows, packed
  * sequences, the epilogue -- is the same code):
- *   - CTA = two warpgroups (8 warps x one 16-row strip, BM = 128), BN = 64 keys;
+ *   - CTA = two warpgroups (8 warps x one 16-row strip, BM = 128); BN = 128 or 64 keys at
+ *     D = 64, 64 at D = 128 (shared memory);
  *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
  *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
  *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
@@ -13,8 +14,9 @@
  *   - O += P V is wgmma.m64n64k16 (x BN/16) with P from registers (packed from the score
  *     accumulators, the same A fragment as mma.sync) and V through an MN-major
  *     (transposed) descriptor -- no ldmatrix.trans;
- *   - the K / V tiles start on 1024-byte boundaries (the swizzle atoms), cp.async writes
- *     are published to wgmma by fence.proxy.async before the barriers.
+ *   - the K / V tiles start on 1024-byte boundaries (the swizzle atoms) and at D = 128 are
+ *     stored as two 64-column panels (kv_swz); cp.async writes are published to wgmma by
+ *     fence.proxy.async before the barriers.
  * The layouts are those of sm90.cuh (checked on the GPU by tests/test_wgmma.cu). */
 #ifndef DATTN_CUDA_FWD_SM90_CUH
 #define DATTN_CUDA_FWD_SM90_CUH
@@ -23,6 +25,10 @@
 #include "fwd_sm80.cuh"
 
 #include <cuda_runtime.h>
+
+/* one translation unit per head dim (fwd_d64_sm90.cu, fwd_d128_sm90.cu) enables its own */
+#define DATTN_FWD90_IF_64(...)
+#define DATTN_FWD90_IF_128(...)
 
 #define DATTN_BF90_f16 0
 #define DATTN_BF90_bf16 1

@@ -5,8 +5,8 @@
  * Kernel choice for a forward call:
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
- *       -> on compute capability 9.0 with D = 64: the Hopper wgmma kernel (fwd_sm90.cuh,
- *          instances_sm90.def);
+ *       -> on compute capability 9.0 with D = 64 or 128: the Hopper wgmma kernel
+ *          (fwd_sm90.cuh, instances_sm90.def);
  *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
  *          sm_90, the 99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
@@ -16,7 +16,9 @@
  *   small   the 99 KB mma.sync configuration;
  *   sm80    the mma.sync kernel (large configuration where it fits), never the wgmma one;
  *   sm90    the wgmma kernel; a call it cannot run (other GPU, dtype, D, alignment)
- *           returns UNSUPPORTED instead of falling back.
+ *           returns UNSUPPORTED instead of falling back;
+ *   sm90n64 | sm90n128  the same with 64- / 128-key tiles where that head dim has both
+ *           (default: SM90_BN below).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -353,11 +355,14 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
     return NULL;
 }
 
-/* The Hopper (wgmma) instance for (D, dtype), its BM and shared memory. */
-static fwd_launcher pick_sm90(int D, int bf, int *bm, int *smem)
+/* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
+#define SM90_BN 128
+
+/* The Hopper (wgmma) instance for (D, dtype, key tile), its BM and shared memory. */
+static fwd_launcher pick_sm90(int D, int bf, int bn, int *bm, int *smem)
 {
 #define Y(D_, DT, NW, MS, BN)                                                                  \
-    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16"))) {                                    \
+    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && bn == BN) {                        \
         *bm = 16 * MS * NW;                                                                    \
         *smem = dattn_smem_fwd_sm90_d##D_##_##DT##_n##BN();                                    \
         return dattn_launch_fwd_sm90_d##D_##_##DT##_n##BN;                                     \
@@ -479,20 +484,22 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (c->p2c) tc = tc && al16(a.pq) && st16(a.pq_sh) && st16(a.pq_ss);
     if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
-    const int force_sm90 = force && !strcmp(force, "sm90");
+    const int force_sm90 = force && !strncmp(force, "sm90", 4);
+    const int bn90 = force && !strcmp(force, "sm90n64") ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
     int bm = 0, smem = 0;
     fwd_launcher lf = NULL;
     /* Hopper: the wgmma kernel unless a mma.sync / simple path is forced */
     if (tc && di.major == 9 && di.minor == 0 && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))) {
-        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, &bm, &smem);
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, &bm, &smem);
+        if (!lf) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, &bm, &smem);
         if (lf && smem > di.smem_optin) lf = NULL;
     }
     if (force_sm90 && !lf)
         return dattn_set_error(DATTN_UNSUPPORTED,
                                "DATTN_CUDA_FWD=sm90: the wgmma forward needs compute capability "
-                               "9.0 (this device: %d.%d), fp16/bf16, head_dim 64, 16-byte aligned "
+                               "9.0 (this device: %d.%d), fp16/bf16, head_dim 64 or 128, 16-byte aligned "
                                "rows and a monotone slot map",
                                di.major, di.minor);
     if (tc && !lf) {
