@@ -178,7 +178,7 @@ static tcase mk(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
 
 /* Forward and backward on the GPU against ref64; with `twice`, the backward again and
  * bitwise equal. bforce: DATTN_CUDA_BWD for the backward (NULL: the library's choice,
- * which is the tensor-core backward for fp16/bf16, D 64/128, no dropout). */
+ * which is the tensor-core backward for fp16/bf16, D 64/128 (dropout: D 64)). */
 static void run_b(const tcase *c, const char *force, const char *bforce, int twice)
 {
     if (c->L > max_l) return;
@@ -339,7 +339,7 @@ static void sweep_determinism(void)
     run(&c, NULL, 1);
 }
 
-/* 8. The tensor-core backward (fp16 / bf16, D 64 / 128, no dropout): L across its 64-row
+/* 8. The tensor-core backward (fp16 / bf16, D 64 / 128, dropout at D 64): L across its 64-row
  * blocks and 64 / 32-column tiles, each term alone and both, every position kind (band
  * tiles in the linear and log zones, saturated tiles, the reflected map of the dkdv
  * kernel), masks, padded-row modes, packed; determinism on every other case; a few
@@ -363,6 +363,23 @@ static void sweep_tc(void)
             if (k % 5 == 2) c.layout = DATTN_LAYOUT_PACKED, c.mask = MK_NONE, c.B = 3;
             run_b(&c, NULL, k % 9 == 8 ? "simple" : NULL, k % 2);
         }
+    /* dropout on the tensor-core backward (D = 64; D = 128 dropout calls take the simple
+     * backward): ref64 applies the same Philox mask; HF / ZERO padded rows, packed, every
+     * position kind, determinism */
+    static const int64_t Ld[] = {1, 33, 64, 100, 129, 257};
+    static const float pd[] = {0.1f, 0.5f, 0.25f, 0.9f};
+    for (int li = 0; li < (int)(sizeof Ld / sizeof Ld[0]); li++, k++) {
+        tcase c = mk(k % 2 ? DATTN_BF16 : DATTN_F16, 2, Ld[li], 2, li == 4 ? 128 : 64);
+        c.dropout = pd[li % 4];
+        c.mask = masks[(li + 1) % 8];
+        if (c.mask == MK_MIXED) c.B = 6;
+        c.padrows = li % 2;
+        c.variant = li % LY_COUNT;
+        set_pos(&c, li % 3);
+        c.pos_att = pas[li % 4];
+        if (li == 3) c.layout = DATTN_LAYOUT_PACKED, c.mask = MK_NONE, c.B = 3;
+        run_b(&c, NULL, NULL, li % 2);
+    }
     /* long enough for saturated tiles of the v3 map on both sides */
     tcase c = mk(DATTN_BF16, 1, 1200, 2, 64);
     c.mask = MK_RIGHT;
@@ -370,6 +387,18 @@ static void sweep_tc(void)
     c = mk(DATTN_F16, 1, 700, 1, 128);
     c.pos_att = DATTN_POS_P2C;
     run_b(&c, NULL, NULL, 0);
+    /* many heads: few row-block groups per head (G = 132 / H), so one CTA runs several row
+     * blocks, across sequences, and sums their table gradients in its partial */
+    c = mk(DATTN_F16, 3, 129, 44, 64); /* G = 3, 3 row blocks per CTA */
+    c.mask = MK_HOLES;
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_BF16, 3, 200, 33, 64); /* G = 4, packed, dropout, saturation */
+    c.layout = DATTN_LAYOUT_PACKED, c.dropout = 0.2f;
+    set_pos(&c, 2);
+    run_b(&c, NULL, NULL, 0);
+    c = mk(DATTN_F16, 1, 1100, 2, 64); /* dropout with saturated tiles */
+    c.dropout = 0.1f, c.mask = MK_HOLES;
+    run_b(&c, NULL, NULL, 1);
 }
 
 /* ---------------------------------------------------------------- CUDA == CPU */
@@ -642,10 +671,16 @@ static void api_checks(void)
     tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
              "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
-    /* bytes expected: D_i, two row sums, two column sums (floats per row), two partials */
-    size_t rows = (size_t)(c.B * c.H * c.L), part = (size_t)(c.B * c.H * 2 * 256 * c.D) * 4;
+    /* bytes expected: D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G =
+     * min(B ceil(L/64), 132 / H) row-block groups per head), two row sums, two column sums
+     * (floats per row), two partials (max of the simple path's B*H and the tensor-core
+     * path's H*G, times 2S*D floats) */
+    size_t rows = (size_t)(c.B * c.H * c.L), grp = (size_t)(c.B * ((c.L + 63) / 64));
+    if (grp > (size_t)(132 / c.H)) grp = (size_t)(132 / c.H);
+    size_t np = (size_t)c.B > grp ? (size_t)c.B : grp;
+    size_t part = np * (size_t)(c.H * 2 * 256 * c.D) * 4;
 #define AL(x) (((x) + 255) / 256 * 256)
-    size_t expect = AL(rows * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+    size_t expect = AL(rows * 4) + AL(4 * (size_t)c.H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
     tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
     if (!use_cpu) {
         attach(&P, &x);
@@ -724,6 +759,13 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED;
         set_pos(&c, 2); /* saturated tiles */
         run(&c, NULL, 0);
+        c = mk(DATTN_F16, 2, 70, 44, 64); /* G = 3: one CTA runs two row blocks */
+        c.mask = MK_RIGHT;
+        run(&c, NULL, 0);
+        c = mk(DATTN_BF16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
+        c.layout = DATTN_LAYOUT_PACKED, c.dropout = 0.3f;
+        set_pos(&c, 2);
+        run(&c, NULL, 1);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
         return tu_finish();
     }
