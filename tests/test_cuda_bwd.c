@@ -673,11 +673,12 @@ static void api_checks(void)
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
     /* bytes expected: D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G =
      * min(B ceil(L/64), 132 / H) row-block groups per head), two row sums, two column sums
-     * (floats per row), two partials (max of the simple path's B*H and the tensor-core
-     * path's H*G, times 2S*D floats) */
+     * (floats per row), two partials (max of the simple path's H*min(B, 132/H) and the
+     * tensor-core path's H*G, times 2S*D floats) */
     size_t rows = (size_t)(c.B * c.H * c.L), grp = (size_t)(c.B * ((c.L + 63) / 64));
     if (grp > (size_t)(132 / c.H)) grp = (size_t)(132 / c.H);
-    size_t np = (size_t)c.B > grp ? (size_t)c.B : grp;
+    size_t sg = (size_t)c.B < (size_t)(132 / c.H) ? (size_t)c.B : (size_t)(132 / c.H);
+    size_t np = sg > grp ? sg : grp;
     size_t part = np * (size_t)(c.H * 2 * 256 * c.D) * 4;
 #define AL(x) (((x) + 255) / 256 * 256)
     size_t expect = AL(rows * 4) + AL(4 * (size_t)c.H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);

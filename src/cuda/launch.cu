@@ -246,7 +246,8 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *   di    rows           D_i = dout_i . out_i
  *   rsat  2 rows  [c2p]  row sums of ds/scale over the saturated distances
  *   csat  2 rows  [p2c]  column sums of the same
- *   ppk   B*H*2S*D [c2p] per-(sequence, head) fp32 partials of dpk (simple path);
+ *   ppk   SG*H*2S*D [c2p] per-(sequence group, head) fp32 partials of dpk (simple path,
+ *         SG = bwd_simple_groups <= G);
  *         H*G*2S*D, one per CTA, when the tensor-core path may run (G = bwd_tc_groups)
  *   ppq   the same for dpq [p2c]
  *   tcr   int32 [2][H][G][2] the tensor-core CTAs' written slot ranges (when it may run)
@@ -283,10 +284,20 @@ static int bwd_tc_call(const dattn_call *c)
     return 1;
 }
 
+/* Simple backward: sequence groups of its table-gradient partials (bwd_simple.cu diag),
+ * min(B, DATTN_BWD_TC_CTAS / H) >= 1: never more partials than the tensor-core path's. */
+static int64_t bwd_simple_groups(const dattn_call *c)
+{
+    int64_t g = DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
+    if (g < 1) g = 1;
+    if (g > c->B) g = c->B;
+    return g < 1 ? 1 : g;
+}
+
 static void layout_bws(const dattn_call *c, bws_layout *w)
 {
     const size_t rows = c->packed ? (size_t)c->H * (size_t)c->T : (size_t)c->B * (size_t)c->H * (size_t)c->L;
-    size_t part = (size_t)c->B * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
+    size_t part = (size_t)bwd_simple_groups(c) * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
     const int tcp = (c->c2p || c->p2c) && bwd_tc_call(c);
     if (tcp) {
         const size_t tc = (size_t)c->H * (size_t)bwd_tc_groups(c) * 2 * (size_t)c->S * (size_t)c->D;
@@ -588,6 +599,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
     A.tcr = wl.tcr != WS_NONE ? (int32_t *)(ws + wl.tcr) : NULL;
     A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c);
+    A.sgb = c->B == 0 ? 0 : (int32_t)bwd_simple_groups(c);
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
