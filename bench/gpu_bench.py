@@ -12,7 +12,8 @@ against the output size.
 Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
 package imports, else it is reported as skipped.
 
-usage: python3 bench/gpu_bench.py [--json out.json] [--quick]
+usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
+(DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
 """
 import argparse
 import ctypes
@@ -325,6 +326,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--op-only", action="store_true",
+                    help="op-level table only (no memory / encoder parts): A/B runs")
     args = ap.parse_args()
     torch.manual_seed(0)
     lib = load_lib()
@@ -347,8 +350,9 @@ def main():
         pass
     shapes = [(32, 512, 2.0), (8, 2048, 1.5), (2, 8192, 1.3)]
     op_level(lib, shapes, res, args.quick)
-    memory(lib, res)
-    encoder_level(res, args.quick)
+    if not args.op_only:
+        memory(lib, res)
+        encoder_level(res, args.quick)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
@@ -361,14 +365,14 @@ def main():
             f2(r.get("sdpa_flash_ms")), f2(r.get("sdpa_cudnn_ms")), r.get("ratio_vs_flash", float("nan")),
             r["target_ratio_vs_flash"], r.get("dattn_tflops") or 0, r["floor_ms"],
             r.get("dattn_masked_half_ms") or 0))
-    m = res["memory"]
-    print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
+    m = res.get("memory")
+    if m: print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
         m["extra_bytes"] / 1e6, m["out_bytes"] / 1e6, m["ratio"], m["time_ms"]))
     print("%-14s %9s %9s %9s %8s %7s" % ("shape", "diag:sat", "allband", "", "", ""))
     for r in res["op"]:
         print("%-14s %9.3f %9.3f" % ("B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
                                       r.get("dattn_allband_ms") or 0))
-    enc = res["encoder"]
+    enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])
     else:

@@ -216,8 +216,9 @@ class Dattn(Transformers):
         from . import hf
 
         self.m, self.c = model, case
-        self.mode = "packed" if case.layout == "packed" else "padded"
-        hf.patch(model, mode=self.mode)
+        self.mode = "packed" if case.layout.startswith("packed") else "padded"
+        # "packed-graphs": the packed path replaying CUDA graphs (inference on a GPU)
+        hf.patch(model, mode=self.mode, cuda_graphs=case.layout == "packed-graphs")
 
     def path(self):
         from . import hf

@@ -122,6 +122,7 @@ IMPL_VARIANTS = (  # (name, adapter, layout)
     ("transformers", "transformers", "padded"),
     ("dattn-padded", "dattn", "padded"),
     ("dattn-packed", "dattn", "packed"),
+    ("dattn-packed-graphs", "dattn", "packed-graphs"),  # patch(cuda_graphs=True)
     ("disentangled-flash-padded", "disentangled-flash", "padded"),
     ("disentangled-flash-packed", "disentangled-flash", "packed"),
     ("flashdeberta", "flashdeberta", "padded"),

@@ -42,6 +42,19 @@
 
 #define DATTN_ALIGN128(x) (((x) + 127) / 128 * 128)
 
+/* Band-tile variants (compile-time, for A/B runs; the defaults are the fast ones):
+ *   DATTN_FWD_C2P_SHFL  1: c2p skew through quad shuffles from the MMA registers (no
+ *                       scratch, pk fragments shared by a warp's strips); 0: the v1 path
+ *                       (per-strip window, skew through a per-warp smem scratch).
+ *   DATTN_FWD_P2C_SWZ   1: p2c tile columns XOR-swizzled by row bit 2 (conflict-free skewed
+ *                       stores); 0: plain rows (2-way conflicts on the stores). */
+#ifndef DATTN_FWD_C2P_SHFL
+#define DATTN_FWD_C2P_SHFL 1
+#endif
+#ifndef DATTN_FWD_P2C_SWZ
+#define DATTN_FWD_P2C_SWZ 1
+#endif
+
 /* Tile geometry of one kernel configuration (host and device). */
 template <int D, int NW, int MS, int BN>
 struct fwd_geom {
@@ -64,7 +77,7 @@ struct fwd_geom {
     static constexpr int NBH = (BM + 16) / 8; /* p2c window n8 blocks per sub-block */
     static constexpr int NBP = (NBH + PARTS - 1) / PARTS;
     /* c2p scratch inside the warp's own rows of the p2c tile when it fits there */
-    static constexpr int SC_ALIAS = MS * PP >= PC;
+    static constexpr int SC_ALIAS = DATTN_FWD_C2P_SHFL || MS * PP >= PC;
     static constexpr int A_BYTES = BM * RB > BM * PP * 4 ? BM * RB : BM * PP * 4;
     static constexpr int OFF_A = 0; /* Q tile, then p2c tile (+ c2p scratch), then output */
     static constexpr int OFF_SC = DATTN_ALIGN128(A_BYTES);
@@ -314,7 +327,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     const int *sT = (const int *)(smem + G::OFF_T);
     const float *sps = (const float *)(smem + G::OFF_PS);
     float *spb = (float *)(smem + G::OFF_A);
+#if !DATTN_FWD_C2P_SHFL
     float *scw = G::SC_ALIAS ? spb + wr0 * G::PP : (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
+#endif
 
     for (int n = n_begin; n < n_end; n++) {
         const int mk0 = mk0n, mk1 = mk1n;
@@ -327,6 +342,62 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         const int cls = tile_class<D, NW, MS, BN>(a, t, n0);
 
         float s[MS][G::NB][4];
+#if DATTN_FWD_C2P_SHFL
+        if (cls == DATTN_CLS_BAND && a.c2p) {
+            /* G_ms = Q_strip . pk[window]^T per strip, window position u = 8 b + col from
+             * the strip's first row (strip ms starts 16 ms = 2 blocks after strip 0, so one
+             * pk fragment of warp block B feeds strip 0's block B and strip 1's block B - 2).
+             * c2p(i, j) = G[i][i - j + BN - 1]: for score element (g, 8 nb + 2c + e) that is
+             * column 8 (NB-1-nb) + t, t = 7 + g - 2c - e in [0, 14], held by lane
+             * 4 g + ((t & 7) >> 1) of the same quad (row g + 8: one block later). Each lane
+             * (as a source) knows which destination reads it, so it selects the block
+             * (t >> 3) and the element (t & 1) itself; one shuffle per score element. */
+            const int odd = g & 1;
+            const int hi0 = 2 * c + (odd ^ 1) <= g; /* t = p0 + 8 hi0, e = 0 */
+            const int hi1 = 2 * c + odd < g;        /* e = 1 */
+            const int src0 = 4 * g + (((7 + g - 2 * c) & 7) >> 1);
+            const int src1 = 4 * g + (((6 + g - 2 * c) & 7) >> 1);
+            constexpr int NBS = G::NB + 2;            /* G blocks per strip */
+            constexpr int NBW = NBS + 2 * (MS - 1);   /* pk blocks per warp */
+            float ga[MS][NBS][4];
+            float y[MS][NBS][4]; /* per block, the element this lane sends for e = 0 / 1 */
+#pragma unroll
+            for (int B = 0; B < NBW; B++) {
+                const uint32_t tu = (uint32_t)sT[wr0 + 8 * B + (lane & 7)];
+                uint32_t r[G::CPR / 4][4];
+#pragma unroll
+                for (int kc = 0; kc < G::CPR; kc += 4)
+                    ldsm_x4(r[kc / 4], rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) {
+                    const int bl = B - 2 * ms;
+                    if (bl < 0 || bl >= NBS) continue;
+                    ga[ms][bl][0] = ga[ms][bl][1] = ga[ms][bl][2] = ga[ms][bl][3] = 0.f;
+#pragma unroll
+                    for (int kc = 0; kc < G::CPR; kc += 4) {
+                        mma16816_acc<BF>(ga[ms][bl], qf[ms][kc / 2], r[kc / 4][0], r[kc / 4][1]);
+                        mma16816_acc<BF>(ga[ms][bl], qf[ms][kc / 2 + 1], r[kc / 4][2], r[kc / 4][3]);
+                    }
+                    y[ms][bl][0] = odd ? ga[ms][bl][0] : ga[ms][bl][1];
+                    y[ms][bl][1] = odd ? ga[ms][bl][1] : ga[ms][bl][0];
+                    y[ms][bl][2] = odd ? ga[ms][bl][2] : ga[ms][bl][3];
+                    y[ms][bl][3] = odd ? ga[ms][bl][3] : ga[ms][bl][2];
+                    /* blocks NB-1-nb .. NB+1-nb complete: emit score block nb */
+                    if (bl >= 2) {
+                        const int nb = G::NB + 1 - bl;
+                        const float v0 = hi0 ? y[ms][G::NB - nb][0] : y[ms][G::NB - 1 - nb][0];
+                        const float v1 = hi1 ? y[ms][G::NB - nb][1] : y[ms][G::NB - 1 - nb][1];
+                        const float v2 = hi0 ? y[ms][G::NB + 1 - nb][2] : y[ms][G::NB - nb][2];
+                        const float v3 = hi1 ? y[ms][G::NB + 1 - nb][3] : y[ms][G::NB - nb][3];
+                        s[ms][nb][0] = __shfl_sync(0xffffffffu, v0, src0);
+                        s[ms][nb][1] = __shfl_sync(0xffffffffu, v1, src1);
+                        s[ms][nb][2] = __shfl_sync(0xffffffffu, v2, src0);
+                        s[ms][nb][3] = __shfl_sync(0xffffffffu, v3, src1);
+                    }
+                }
+            }
+        } else
+#else
         if (cls == DATTN_CLS_BAND && a.c2p) {
             /* per strip: G = Q_strip . pk[window]^T, skewed read c2p(i, j) = G[i][i - j + BN - 1] */
 #pragma unroll
@@ -365,7 +436,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                     s[ms][nb][3] = rd[8 * G::PC + 7 - 8 * nb];
                 }
             }
-        } else if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+        } else
+#endif
+        if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
             /* saturated: p2c is k_j . pq[sat], a per-column constant */
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++) {
@@ -387,7 +460,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
             /* the c2p scratch may live in the p2c tile: every warp must be done with it */
-            if (G::SC_ALIAS && a.c2p) __syncthreads();
+            if (!DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p) __syncthreads();
             /* H_sb = K_sub . pq[window]^T, stored skewed: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
             const int sb = w / G::PARTS, part = w % G::PARTS;
             uint32_t ka[G::KS][4];
@@ -409,10 +482,14 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                         mma16816_acc<BF>(ha, ka[kc / 2 + 1], r[2], r[3]);
                     }
                     const int ii = 8 * hb + 2 * c + g - 15, jj = 16 * sb + g;
-                    if ((unsigned)ii < (unsigned)G::BM) spb[ii * G::PP + jj] = ha[0];
-                    if ((unsigned)(ii + 1) < (unsigned)G::BM) spb[(ii + 1) * G::PP + jj] = ha[1];
-                    if ((unsigned)(ii + 8) < (unsigned)G::BM) spb[(ii + 8) * G::PP + jj + 8] = ha[2];
-                    if ((unsigned)(ii + 9) < (unsigned)G::BM) spb[(ii + 9) * G::PP + jj + 8] = ha[3];
+                    /* column swizzle: col ^ 8 * bit 2 of the row (see the read below); bit 2
+                     * of ii is that of 2c + g + 1 (8 hb - 16 keeps bits 0..2), g < 8 */
+                    const int x0 = DATTN_FWD_P2C_SWZ ? 8 * (((2 * c + g + 1) >> 2) & 1) : 0;
+                    const int x1 = DATTN_FWD_P2C_SWZ ? 8 * (((2 * c + g + 2) >> 2) & 1) : 0;
+                    if ((unsigned)ii < (unsigned)G::BM) spb[ii * G::PP + jj + x0] = ha[0];
+                    if ((unsigned)(ii + 1) < (unsigned)G::BM) spb[(ii + 1) * G::PP + jj + x1] = ha[1];
+                    if ((unsigned)(ii + 8) < (unsigned)G::BM) spb[(ii + 8) * G::PP + jj + 8 - x0] = ha[2];
+                    if ((unsigned)(ii + 9) < (unsigned)G::BM) spb[(ii + 9) * G::PP + jj + 8 - x1] = ha[3];
                 }
             }
         }
@@ -436,11 +513,16 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             __syncthreads();
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
+                /* rows wr0 + 16 ms + g (+8) have bit 2 = bit 2 of g: column 8 nb + 2c is
+                 * stored at 8 (nb ^ that bit) + 2c */
+                const int xr = DATTN_FWD_P2C_SWZ ? 8 * ((g >> 2) & 1) : 0;
                 const float *rp = spb + (wr0 + 16 * ms + g) * G::PP + 2 * c;
+                const float *rpe = rp + xr, *rpo = rp - xr;
 #pragma unroll
                 for (int nb = 0; nb < G::NB; nb++) {
-                    const float2 x = *(const float2 *)(rp + 8 * nb);
-                    const float2 y = *(const float2 *)(rp + 8 * G::PP + 8 * nb);
+                    const float *rq_ = ((nb & 1) ? rpo : rpe) + 8 * nb;
+                    const float2 x = *(const float2 *)rq_;
+                    const float2 y = *(const float2 *)(rq_ + 8 * G::PP);
                     s[ms][nb][0] += x.x;
                     s[ms][nb][1] += x.y;
                     s[ms][nb][2] += y.x;
