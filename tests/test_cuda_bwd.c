@@ -392,7 +392,7 @@ static void sweep_tc(void)
     c = mk(DATTN_F16, 3, 129, 44, 64); /* G = 3, 3 row blocks per CTA */
     c.mask = MK_HOLES;
     run_b(&c, NULL, NULL, 1);
-    c = mk(DATTN_BF16, 3, 200, 33, 64); /* G = 4, packed, dropout, saturation */
+    c = mk(DATTN_F16, 3, 200, 33, 64); /* G = 4, packed, dropout, saturation */
     c.layout = DATTN_LAYOUT_PACKED, c.dropout = 0.2f;
     set_pos(&c, 2);
     run_b(&c, NULL, NULL, 0);
@@ -763,7 +763,7 @@ int main(int argc, char **argv)
         c = mk(DATTN_F16, 2, 70, 44, 64); /* G = 3: one CTA runs two row blocks */
         c.mask = MK_RIGHT;
         run(&c, NULL, 0);
-        c = mk(DATTN_BF16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
+        c = mk(DATTN_F16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
         c.layout = DATTN_LAYOUT_PACKED, c.dropout = 0.3f;
         set_pos(&c, 2);
         run(&c, NULL, 1);
