@@ -28,7 +28,8 @@
  *     dout_i = e_i, as tests/test_dropout.c) equal dattn_dropout_keep bit for bit, forward
  *     and backward, on both forward paths, with HF padded rows and packed.
  *
- * Options: --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
+ * Options: --sweep NAME (one sweep alone: lengths, positions, masks, packed, dims, dropout,
+ * determinism, tc), --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
  * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
  * than N: the host emulation of tests/emu), --seed N, --verbose.
  */
@@ -52,6 +53,7 @@ int main(void)
 static trng rng;
 static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
+static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -714,6 +716,7 @@ int main(int argc, char **argv)
         int n = 0;
         if (!strcmp(argv[i], "--cpu")) use_cpu = 1, n = 1;
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
+        else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
         if (!n) {
             i++;
             continue;
@@ -768,6 +771,19 @@ int main(int argc, char **argv)
         set_pos(&c, 2);
         run(&c, NULL, 1);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
+        return tu_finish();
+    }
+    if (only) {
+        static const struct {
+            const char *name;
+            void (*fn)(void);
+        } sw[] = {{"lengths", sweep_lengths}, {"positions", sweep_positions}, {"masks", sweep_masks},
+                  {"packed", sweep_packed},   {"dims", sweep_dims},           {"dropout", sweep_dropout},
+                  {"determinism", sweep_determinism}, {"tc", sweep_tc}};
+        int hit = 0;
+        for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)
+            if (!strcmp(only, sw[k].name)) sw[k].fn(), hit = 1;
+        tu_check(hit, "--sweep %s: no such sweep", only);
         return tu_finish();
     }
     sweep_lengths();
