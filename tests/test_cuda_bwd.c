@@ -163,19 +163,7 @@ static void attach(tprob *P, devctx *x)
 
 static tcase mk(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
 {
-    tcase c;
-    memset(&c, 0, sizeof c);
-    c.dtype = dtype;
-    c.layout = DATTN_LAYOUT_PADDED;
-    c.pos_att = DATTN_POS_C2P | DATTN_POS_P2C;
-    c.pb = 256;
-    c.M = 512;
-    c.padrows = DATTN_PADROWS_HF;
-    c.B = B, c.L = L, c.H = H, c.D = D;
-    c.mask = MK_NONE;
-    c.variant = LY_CONTIG;
-    c.bwd = 1;
-    return c;
+    return tprob_case_v3(dtype, B, L, H, D);
 }
 
 /* Forward and backward on the GPU against ref64; with `twice`, the backward again and
@@ -555,75 +543,6 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
 
 /* ---------------------------------------------------------------- dropout masks */
 
-/* Sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i (as tests/test_dropout.c). */
-static void shape_inputs(tprob *P)
-{
-    int64_t H = P->c.H, D = P->c.D;
-    for (int64_t b = 0; b < P->c.B; b++) {
-        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L;
-        for (int64_t j = 0; j < P->lens[b]; j++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t d = 0; d < D; d++) {
-                    int64_t e = ((base + j) * H + h) * D + d;
-                    tview_set(&P->k, e, tview_get(&P->k, (base * H + h) * D + d));
-                    tview_set(&P->v, e, d == j ? 1.0 : 0.0);
-                    tview_set(&P->dout, e, d == j ? 1.0 : 0.0);
-                }
-    }
-}
-
-static int tok(const tprob *P, int64_t b, int64_t i)
-{
-    return !P->mask.a || tview_get(&P->mask, b * P->c.L + i) != 0.0;
-}
-
-static int rate_ok(long kept, long n, double p)
-{
-    double sd = sqrt(p * (1.0 - p) / (double)n), r = (double)kept / (double)n;
-    return fabs(r - (1.0 - p)) <= 5.0 * sd;
-}
-
-/* Reads the forward (which = 0) or backward (1) mask back and compares it. */
-static void check_masks(tprob *P, int which, unsigned char *bits, long *nbits)
-{
-    int64_t H = P->c.H, D = P->c.D;
-    double p = P->p.dropout_p, ds = 1.0 / (1.0 - (double)P->p.dropout_p);
-    long bad = 0, unclear = 0, kept = 0, n = 0;
-    for (int64_t b = 0; b < P->c.B; b++) {
-        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L, len = P->lens[b];
-        int64_t nv = 0;
-        for (int64_t j = 0; j < len; j++) nv += tok(P, b, j);
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < len; i++) {
-                int prow = !tok(P, b, i);
-                double denom = prow ? (double)len : (double)nv;
-                for (int64_t j = 0; j < len; j++) {
-                    if (!prow && !tok(P, b, j)) continue;
-                    double v = which == 0 ? tview_get(&P->out, ((base + i) * H + h) * D + j)
-                                          : tview_get(&P->dv, ((base + j) * H + h) * D + i);
-                    double k = v * denom / ds;
-                    int kk = k > 0.5;
-                    if (fabs(k - kk) > 2e-3) unclear++;
-                    int e = dattn_dropout_keep(P->p.dropout_seed, P->p.dropout_offset, (float)p, b, h, H, i, j);
-                    if (kk != e && bad++ < 3)
-                        printf("  %s mask (b=%lld h=%lld i=%lld j=%lld): kernel %d, dattn_dropout_keep %d (%.6g)\n",
-                               which ? "backward" : "forward", (long long)b, (long long)h, (long long)i,
-                               (long long)j, kk, e, k);
-                    if (bits) bits[*nbits + n] = (unsigned char)kk;
-                    kept += kk;
-                    n++;
-                }
-            }
-    }
-    const char *w = which ? "backward (dv)" : "forward (out)";
-    tu_check(unclear == 0, "%s%s: %ld %s values are neither kept nor dropped", P->name, P->tag ? P->tag : "",
-             unclear, w);
-    tu_check(bad == 0, "%s%s: the %s dropout mask differs from dattn_dropout_keep on %ld of %ld entries",
-             P->name, P->tag ? P->tag : "", w, bad, n);
-    tu_check(n > 0 && rate_ok(kept, n, p), "%s: %s keep rate %.4f, expected %.4f", P->name, w,
-             n ? (double)kept / (double)n : 0.0, 1.0 - p);
-    if (nbits) *nbits += n;
-}
 
 static void kernel_masks(int32_t dtype, int layout, const char *force)
 {
@@ -637,7 +556,7 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
     tprob P;
     devctx x;
     tprob_init(&P, &c, &rng);
-    shape_inputs(&P);
+    tprob_dropout_shape_inputs(&P);
     attach(&P, &x);
     x.force = force;
     P.tag = force;
@@ -645,9 +564,9 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
         long nf = 0, nb = 0;
         size_t cap = (size_t)(P.ntok * c.H * c.L) + 1;
         unsigned char *mf = (unsigned char *)tu_xcalloc(cap, 1), *mb = (unsigned char *)tu_xcalloc(cap, 1);
-        check_masks(&P, 0, mf, &nf);
+        tprob_dropout_check_masks(&P, 0, 2e-3, mf, &nf);
         if (tprob_bwd(&P, 1)) {
-            check_masks(&P, 1, mb, &nb);
+            tprob_dropout_check_masks(&P, 1, 2e-3, mb, &nb);
             tu_check(nf == nb && !memcmp(mf, mb, (size_t)nf), "%s: forward and backward masks differ", P.name);
         }
         free(mf);

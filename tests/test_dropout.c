@@ -96,12 +96,6 @@ static void test_definition(void)
     tu_check(bad == 0, "dattn_dropout_keep differs from the dattn.h definition on %d of %d draws", bad, n);
 }
 
-static int rate_ok(long kept, long n, double p)
-{
-    double sd = sqrt(p * (1.0 - p) / (double)n), r = (double)kept / (double)n;
-    return fabs(r - (1.0 - p)) <= 5.0 * sd;
-}
-
 static void test_rates(void)
 {
     static const float ps[] = {0.1f, 0.5f, 0.9f};
@@ -117,78 +111,16 @@ static void test_rates(void)
             lane_kept[j & 3] += kp;
             lane_n[j & 3]++;
         }
-        tu_check(rate_ok(kept, n, ps[k]), "keep rate %.5f for p = %g over %ld draws (expected %.5f)",
+        tu_check(tprob_keep_rate_ok(kept, n, ps[k]), "keep rate %.5f for p = %g over %ld draws (expected %.5f)",
                  (double)kept / (double)n, (double)ps[k], n, 1.0 - ps[k]);
         for (int l = 0; l < 4; l++)
-            tu_check(rate_ok(lane_kept[l], lane_n[l], ps[k]), "keep rate of lane %d: %.5f for p = %g", l,
+            tu_check(tprob_keep_rate_ok(lane_kept[l], lane_n[l], ps[k]), "keep rate of lane %d: %.5f for p = %g", l,
                      (double)lane_kept[l] / (double)lane_n[l], (double)ps[k]);
     }
 }
 
 /* ---------------------------------------------------------------- kernel masks */
 
-/* Sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i. */
-static void shape_inputs(tprob *P)
-{
-    int64_t H = P->c.H, D = P->c.D;
-    for (int64_t b = 0; b < P->c.B; b++) {
-        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L;
-        for (int64_t j = 0; j < P->lens[b]; j++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t d = 0; d < D; d++) {
-                    int64_t e = ((base + j) * H + h) * D + d;
-                    tview_set(&P->k, e, tview_get(&P->k, (base * H + h) * D + d));
-                    tview_set(&P->v, e, d == j ? 1.0 : 0.0);
-                    tview_set(&P->dout, e, d == j ? 1.0 : 0.0);
-                }
-    }
-}
-
-static int tok(const tprob *P, int64_t b, int64_t i)
-{
-    return !P->mask.a || tview_get(&P->mask, b * P->c.L + i) != 0.0;
-}
-
-/* Reads the forward (which = 0) or backward (1) mask back and compares it. */
-static void check_masks(tprob *P, int which, unsigned char *bits, long *nbits)
-{
-    int64_t H = P->c.H, D = P->c.D;
-    double p = P->p.dropout_p, ds = 1.0 / (1.0 - (double)P->p.dropout_p);
-    long bad = 0, unclear = 0, kept = 0, n = 0;
-    for (int64_t b = 0; b < P->c.B; b++) {
-        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L, len = P->lens[b];
-        int64_t nv = 0;
-        for (int64_t j = 0; j < len; j++) nv += tok(P, b, j);
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < len; i++) {
-                int prow = !tok(P, b, i);
-                double denom = prow ? (double)len : (double)nv;
-                for (int64_t j = 0; j < len; j++) {
-                    if (!prow && !tok(P, b, j)) continue; /* masked key: probability 0 */
-                    double x = which == 0 ? tview_get(&P->out, ((base + i) * H + h) * D + j)
-                                          : tview_get(&P->dv, ((base + j) * H + h) * D + i);
-                    double k = x * denom / ds;
-                    int kk = k > 0.5;
-                    if (fabs(k - kk) > 1e-3) unclear++;
-                    int e = dattn_dropout_keep(P->p.dropout_seed, P->p.dropout_offset, (float)p, b, h, H, i, j);
-                    if (kk != e && bad++ < 3)
-                        printf("  %s mask (b=%lld h=%lld i=%lld j=%lld): kernel %d, dattn_dropout_keep %d (%.6g)\n",
-                               which ? "backward" : "forward", (long long)b, (long long)h, (long long)i,
-                               (long long)j, kk, e, k);
-                    if (bits) bits[*nbits + n] = (unsigned char)kk;
-                    kept += kk;
-                    n++;
-                }
-            }
-    }
-    const char *w = which ? "backward (dv)" : "forward (out)";
-    tu_check(unclear == 0, "%s: %ld %s values are neither kept nor dropped", P->name, unclear, w);
-    tu_check(bad == 0, "%s: the %s dropout mask differs from dattn_dropout_keep on %ld of %ld entries",
-             P->name, w, bad, n);
-    tu_check(n > 0 && rate_ok(kept, n, p), "%s: %s keep rate %.4f, expected %.4f", P->name, w,
-             n ? (double)kept / (double)n : 0.0, 1.0 - p);
-    if (nbits) *nbits += n;
-}
 
 static void test_kernel_masks(int layout)
 {
@@ -207,7 +139,7 @@ static void test_kernel_masks(int layout)
     if (tu_opt.quick) c.H = 1;
     tprob P;
     tprob_init(&P, &c, &rng);
-    shape_inputs(&P);
+    tprob_dropout_shape_inputs(&P);
     const char *isas[3];
     int n = tu_isas(isas);
     for (int f = 0; f < n; f++) {
@@ -217,9 +149,9 @@ static void test_kernel_masks(int layout)
         long nf = 0, nb = 0;
         size_t cap = (size_t)(P.ntok * c.H * c.L) + 1;
         unsigned char *mf = tu_xcalloc(cap, 1), *mb = tu_xcalloc(cap, 1);
-        check_masks(&P, 0, mf, &nf);
+        tprob_dropout_check_masks(&P, 0, 1e-3, mf, &nf);
         if (tprob_bwd(&P, 1)) {
-            check_masks(&P, 1, mb, &nb);
+            tprob_dropout_check_masks(&P, 1, 1e-3, mb, &nb);
             tu_check(nf == nb && !memcmp(mf, mb, (size_t)nf), "%s %s: forward and backward masks differ",
                      P.name, isas[f]);
         }
@@ -229,7 +161,7 @@ static void test_kernel_masks(int layout)
         if (tprob_fwd(&P, 0)) {
             long n2 = 0, diff = 0;
             unsigned char *m2 = tu_xcalloc(cap, 1);
-            check_masks(&P, 0, m2, &n2);
+            tprob_dropout_check_masks(&P, 0, 1e-3, m2, &n2);
             for (long t = 0; t < n2 && t < nf; t++) diff += m2[t] != mf[t];
             double q = 2.0 * 0.25 * 0.75;
             tu_check(fabs((double)diff / (double)nf - q) <= 5.0 * sqrt(q * (1 - q) / (double)nf),

@@ -19,7 +19,8 @@ double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, d
 {
     double b = kind == TOL_KIND_OUT ? TOL_B_OUT : kind == TOL_KIND_DV ? TOL_B_DV : TOL_B_DS;
     return tu_eps(dtype) * (TOL_A * fabs(ref) + b * mag) +
-           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) + TOL_UNDERFLOW;
+           tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) +
+           TOL_UNDERFLOW * fmax(1.0, (double)L);
 }
 
 double tprob_bound_lse(int64_t L, double ref)
@@ -638,4 +639,96 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n)
 {
     const tview *vs[5] = {&P->dq, &P->dk, &P->dv, &P->dpk, &P->dpq};
     return bits_of(vs, 5, n);
+}
+
+/* ------------------------------------------------------------------ shared test pieces */
+
+/* A v3-base-like case (c2p|p2c, 256 buckets, max 512, HF padded rows, padded contiguous
+ * layout, no mask, backward on): the starting point the sweeps modify. */
+tcase tprob_case_v3(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D)
+{
+    tcase c;
+    memset(&c, 0, sizeof c);
+    c.dtype = dtype;
+    c.layout = DATTN_LAYOUT_PADDED;
+    c.pos_att = DATTN_POS_C2P | DATTN_POS_P2C;
+    c.pb = 256;
+    c.M = 512;
+    c.padrows = DATTN_PADROWS_HF;
+    c.B = B, c.L = L, c.H = H, c.D = D;
+    c.mask = MK_NONE;
+    c.variant = LY_CONTIG;
+    c.bwd = 1;
+    return c;
+}
+
+/* Dropout mask read-back (test_dropout.c on the CPU, test_cuda_bwd.c on the GPU). */
+
+int tprob_keep_rate_ok(long kept, long n, double p)
+{
+    double sd = sqrt(p * (1.0 - p) / (double)n), r = (double)kept / (double)n;
+    return fabs(r - (1.0 - p)) <= 5.0 * sd;
+}
+
+/* Sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i. */
+void tprob_dropout_shape_inputs(tprob *P)
+{
+    int64_t H = P->c.H, D = P->c.D;
+    for (int64_t b = 0; b < P->c.B; b++) {
+        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L;
+        for (int64_t j = 0; j < P->lens[b]; j++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t d = 0; d < D; d++) {
+                    int64_t e = ((base + j) * H + h) * D + d;
+                    tview_set(&P->k, e, tview_get(&P->k, (base * H + h) * D + d));
+                    tview_set(&P->v, e, d == j ? 1.0 : 0.0);
+                    tview_set(&P->dout, e, d == j ? 1.0 : 0.0);
+                }
+    }
+}
+
+static int tok(const tprob *P, int64_t b, int64_t i)
+{
+    return !P->mask.a || tview_get(&P->mask, b * P->c.L + i) != 0.0;
+}
+
+void tprob_dropout_check_masks(tprob *P, int which, double unclear_tol, unsigned char *bits, long *nbits)
+{
+    int64_t H = P->c.H, D = P->c.D;
+    double p = P->p.dropout_p, ds = 1.0 / (1.0 - (double)P->p.dropout_p);
+    long bad = 0, unclear = 0, kept = 0, n = 0;
+    for (int64_t b = 0; b < P->c.B; b++) {
+        int64_t base = P->c.layout == DATTN_LAYOUT_PACKED ? P->cu[b] : b * P->c.L, len = P->lens[b];
+        int64_t nv = 0;
+        for (int64_t j = 0; j < len; j++) nv += tok(P, b, j);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < len; i++) {
+                int prow = !tok(P, b, i);
+                double denom = prow ? (double)len : (double)nv;
+                for (int64_t j = 0; j < len; j++) {
+                    if (!prow && !tok(P, b, j)) continue; /* masked key: probability 0 */
+                    double x = which == 0 ? tview_get(&P->out, ((base + i) * H + h) * D + j)
+                                          : tview_get(&P->dv, ((base + j) * H + h) * D + i);
+                    double k = x * denom / ds;
+                    int kk = k > 0.5;
+                    if (fabs(k - kk) > unclear_tol) unclear++;
+                    int e = dattn_dropout_keep(P->p.dropout_seed, P->p.dropout_offset, (float)p, b, h, H, i, j);
+                    if (kk != e && bad++ < 3)
+                        printf("  %s mask (b=%lld h=%lld i=%lld j=%lld): kernel %d, dattn_dropout_keep %d (%.6g)\n",
+                               which ? "backward" : "forward", (long long)b, (long long)h, (long long)i,
+                               (long long)j, kk, e, k);
+                    if (bits) bits[*nbits + n] = (unsigned char)kk;
+                    kept += kk;
+                    n++;
+                }
+            }
+    }
+    const char *w = which ? "backward (dv)" : "forward (out)";
+    const char *tag = P->tag ? P->tag : "";
+    tu_check(unclear == 0, "%s%s: %ld %s values are neither kept nor dropped", P->name, tag, unclear, w);
+    tu_check(bad == 0, "%s%s: the %s dropout mask differs from dattn_dropout_keep on %ld of %ld entries",
+             P->name, tag, w, bad, n);
+    tu_check(n > 0 && tprob_keep_rate_ok(kept, n, p), "%s%s: %s keep rate %.4f, expected %.4f", P->name, tag, w,
+             n ? (double)kept / (double)n : 0.0, 1.0 - p);
+    if (nbits) *nbits += n;
 }

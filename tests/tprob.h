@@ -107,7 +107,8 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 #define TOL_B_DV 0.125  /* dv */
 #define TOL_B_DS 0.5    /* dq, dk, dpk, dpq: out re-read in the storage dtype for D_i */
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
-#define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN: fp32 subnormal / flush-to-zero effects */
+#define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN per summed term (x max(1, L)): fp32
+                                  subnormal / flush-to-zero effects */
 #define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
 double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
 enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS };
@@ -116,5 +117,18 @@ double tprob_bound_lse(int64_t L, double ref);
 
 const char *tu_mask_name(int m);
 const char *tu_variant_name(int v);
+
+/* A v3-base-like case: c2p|p2c, pb 256, M 512, HF padded rows, padded contiguous, no
+ * mask, backward on. */
+tcase tprob_case_v3(int32_t dtype, int64_t B, int64_t L, int64_t H, int64_t D);
+
+/* Dropout mask read-back: shape_inputs sets k_j = k_0 (per b, h), v_j = e_j, dout_i = e_i
+ * (needs D >= L); check_masks reads the forward (which = 0, from out) or backward (1,
+ * from dv) mask back, compares it with dattn_dropout_keep (a value farther than
+ * unclear_tol from 0 or 1 fails) and checks the keep rate; bits/nbits (optional) collect
+ * the mask. keep_rate_ok: kept/n within 5 standard deviations of 1 - p. */
+void tprob_dropout_shape_inputs(tprob *P);
+void tprob_dropout_check_masks(tprob *P, int which, double unclear_tol, unsigned char *bits, long *nbits);
+int tprob_keep_rate_ok(long kept, long n, double p);
 
 #endif

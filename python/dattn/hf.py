@@ -77,7 +77,8 @@ def patch(model: nn.Module, mode: str = "auto", cuda_graphs: bool = False) -> nn
     form one more sequence whose results are dropped), and one graph is captured per
     (batch, length, rounded token count, dtype), on first use. Graphs read the weights in
     place: after replacing a parameter tensor (not updating it in place) call
-    ``dattn.unpatch`` and ``patch`` again."""
+    ``dattn.unpatch`` and ``patch`` again. Every graph keeps its own memory pool (a few
+    layers' activations for its token count) until ``unpatch``."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     n = 0

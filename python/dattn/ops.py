@@ -31,6 +31,7 @@ import functools
 from typing import Optional
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from . import _lib
 
@@ -328,7 +329,6 @@ def _eager_no_grad(*ts) -> bool:
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
         return False
     # a tensor subclass or mode (FakeTensor, functorch transforms, ...) takes the op
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
     return (all(t is None or type(t) is torch.Tensor for t in ts)
             and not torch._C._is_torch_function_mode_enabled()
             and _get_current_dispatch_mode() is None)

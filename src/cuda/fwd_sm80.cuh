@@ -42,17 +42,20 @@
 
 #define DATTN_ALIGN128(x) (((x) + 127) / 128 * 128)
 
-/* Band-tile variants (compile-time, for A/B runs; the defaults are the fast ones):
+/* Band-tile variants (compile-time, for A/B runs). Both default to 0, the v1 path: on the
+ * H200 the two reworks measured 8-19% SLOWER than v1 on every shape (2026-11-30,
+ * bench/results/gpu-2026-11-30-final/ab; NOTES.md "Band-tile rework"), so they stay
+ * off until someone finds out why:
  *   DATTN_FWD_C2P_SHFL  1: c2p skew through quad shuffles from the MMA registers (no
  *                       scratch, pk fragments shared by a warp's strips); 0: the v1 path
  *                       (per-strip window, skew through a per-warp smem scratch).
  *   DATTN_FWD_P2C_SWZ   1: p2c tile columns XOR-swizzled by row bit 2 (conflict-free skewed
  *                       stores); 0: plain rows (2-way conflicts on the stores). */
 #ifndef DATTN_FWD_C2P_SHFL
-#define DATTN_FWD_C2P_SHFL 1
+#define DATTN_FWD_C2P_SHFL 0
 #endif
 #ifndef DATTN_FWD_P2C_SWZ
-#define DATTN_FWD_P2C_SWZ 1
+#define DATTN_FWD_P2C_SWZ 0
 #endif
 
 /* Tile geometry of one kernel configuration (host and device). */

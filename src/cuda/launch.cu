@@ -533,17 +533,24 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     return DATTN_OK;
 }
 
-extern "C" dattn_status dattn_cuda_fwd(const dattn_call *c, const dattn_slotmap *sm)
+/* Runs fn on the call's device (device_index, or the current one when < 0) and restores
+ * the caller's current device. */
+static dattn_status on_call_device(const dattn_call *c, dattn_status (*fn)(const dattn_call *, int))
 {
-    (void)sm; /* the CUDA backend keeps its own compact, cached table */
     int prev = -1, dev = c->p->device_index;
     cudaError_t e;
     if ((e = cudaGetDevice(&prev)) != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
     if (dev < 0) dev = prev;
     if (dev != prev && (e = cudaSetDevice(dev)) != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
-    dattn_status st = fwd_on_device(c, dev);
+    dattn_status st = fn(c, dev);
     if (dev != prev) cudaSetDevice(prev);
     return st;
+}
+
+extern "C" dattn_status dattn_cuda_fwd(const dattn_call *c, const dattn_slotmap *sm)
+{
+    (void)sm; /* the CUDA backend keeps its own compact, cached table */
+    return on_call_device(c, fwd_on_device);
 }
 
 /* ------------------------------------------------------------------ backward */
@@ -626,12 +633,5 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
 extern "C" dattn_status dattn_cuda_bwd(const dattn_call *c, const dattn_slotmap *sm)
 {
     (void)sm; /* the CUDA backend keeps its own compact, cached table */
-    int prev = -1, dev = c->p->device_index;
-    cudaError_t e;
-    if ((e = cudaGetDevice(&prev)) != cudaSuccess) return cuda_fail(e, "cudaGetDevice");
-    if (dev < 0) dev = prev;
-    if (dev != prev && (e = cudaSetDevice(dev)) != cudaSuccess) return cuda_fail(e, "cudaSetDevice");
-    dattn_status st = bwd_on_device(c, dev);
-    if (dev != prev) cudaSetDevice(prev);
-    return st;
+    return on_call_device(c, bwd_on_device);
 }

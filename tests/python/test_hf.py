@@ -523,21 +523,6 @@ def test_fallback_unsupported_device(caplog, seed):
 
 
 @pytest.mark.skipif(_cuda_state() != "supported", reason="needs a GPU that libdattn supports")
-def test_cuda_attention_dropout_falls_back(caplog, seed):
-    """Until the CUDA kernels do dropout (hf.DROPOUT_DEVICES), training with attention
-    dropout on CUDA runs transformers' forward."""
-    from dattn import hf as _hf
-
-    if "cuda" in _hf.DROPOUT_DEVICES:
-        pytest.skip("CUDA dropout is enabled")
-    cfg, m, ids, mask = _small(attention_dropout=0.1)
-    m.cuda().train()
-    ids, mask = ids.cuda(), mask.cuda()
-    _fallback_case(m, lambda: m(ids, attention_mask=mask).last_hidden_state, caplog,
-                   "attention dropout")
-
-
-@pytest.mark.skipif(_cuda_state() != "supported", reason="needs a GPU that libdattn supports")
 @pytest.mark.parametrize("kind", ["v3", "v2xl"])
 @pytest.mark.parametrize("grad_mode", ["no_grad", "inference_mode"])
 def test_cuda_graphs_packed_inference(kind, grad_mode, seed):
