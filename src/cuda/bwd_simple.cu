@@ -22,15 +22,16 @@
  *              r with |r| < R and slot(r) = t, in increasing r, walks its diagonal
  *              (i, i - r), recomputing g_ij cooperatively (lanes split D), and adds
  *              g_ij q_i to dpk[t] and g_ij k_j to dpq[t]; the saturated slots then add
- *              sum_i rowsum_i q_i and sum_j colsum_j k_j. The result is a per-(sequence,
- *              head) fp32 partial [2S][D] in the workspace, written in full (zeros where no
- *              pair maps).
- *   5. reduce  dpk[h, t] = sum over sequences b (in b order) of the partials, converted to
+ *              sum_i rowsum_i q_i and sum_j colsum_j k_j. A warp walks the sequences of
+ *              its group (sgb contiguous groups of the B, sgb = min(B, 132 / H)) in b
+ *              order; the result is a per-(group, head) fp32 partial [2S][D] in the
+ *              workspace, written in full (zeros where no pair maps).
+ *   5. reduce  dpk[h, t] = sum over the groups (in order) of the partials, converted to
  *              the storage dtype.
  *
  * Determinism: every output element and every workspace element has exactly one writer,
  * and every sum runs in a fixed order (lanes' shuffles in a fixed tree, chunks in a fixed
- * order, diagonals in increasing r, sequences in b order): no atomics anywhere, bitwise
+ * order, diagonals in increasing r, sequences in b order, groups in order): no atomics anywhere, bitwise
  * identical results run to run.
  *
  * Workspace (launch.cu, dattn_cuda_bwd_workspace), in floats, rows = B*H*L (padded) or
@@ -349,18 +350,11 @@ DATTN_DEV void bwd_diag_body(const dattn_bwd_args &A)
     const dattn_fwd_args &a = A.f;
     __shared__ uint16_t stab[DATTN_CUDA_TAB_MAX];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-    const int b = blockIdx.z, h = blockIdx.y, t = blockIdx.x * BWD_ROWS + w;
+    const int grp = blockIdx.z, h = blockIdx.y, t = blockIdx.x * BWD_ROWS + w;
     const int D = a.D, S2 = 2 * a.S;
-    int tok0, len;
-    dev_seq(a, b, tok0, len);
     for (int x = tid; x < 2 * a.nlog; x += blockDim.x) stab[x] = a.tab[x];
     __syncthreads();
     if (t >= S2) return;
-    const int64_t qo = (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
-    const int64_t ko = (int64_t)b * a.k_sb + (int64_t)tok0 * a.k_sl + (int64_t)h * a.k_sh;
-    const int64_t vo = (int64_t)b * a.v_sb + (int64_t)tok0 * a.v_sl + (int64_t)h * a.v_sh;
-    const int64_t go = (int64_t)b * A.do_sb + (int64_t)tok0 * A.do_sl + (int64_t)h * A.do_sh;
-    const uint8_t *mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
     float pkr[BWD_NU], pqr[BWD_NU], acck[BWD_NU], accq[BWD_NU];
 #pragma unroll
     for (int u = 0; u < BWD_NU; u++) {
@@ -369,6 +363,16 @@ DATTN_DEV void bwd_diag_body(const dattn_bwd_args &A)
         pqr[u] = (a.p2c && d < D) ? ld_el<DT>(a.pq, (int64_t)h * a.pq_sh + (int64_t)t * a.pq_ss + d) : 0.f;
         acck[u] = accq[u] = 0.f;
     }
+    /* the sequences of group grp (a contiguous share of the B), in b order */
+    const int b0 = (int)((int64_t)a.B * grp / gridDim.z), b1 = (int)((int64_t)a.B * (grp + 1) / gridDim.z);
+    for (int b = b0; b < b1; b++) {
+    int tok0, len;
+    dev_seq(a, b, tok0, len);
+    const int64_t qo = (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
+    const int64_t ko = (int64_t)b * a.k_sb + (int64_t)tok0 * a.k_sl + (int64_t)h * a.k_sh;
+    const int64_t vo = (int64_t)b * a.v_sb + (int64_t)tok0 * a.v_sl + (int64_t)h * a.v_sh;
+    const int64_t go = (int64_t)b * A.do_sb + (int64_t)tok0 * A.do_sl + (int64_t)h * A.do_sh;
+    const uint8_t *mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
     const int n = len;
     if (n > 0) {
         /* band distances: |r| < R and |r| < n */
@@ -445,7 +449,8 @@ DATTN_DEV void bwd_diag_body(const dattn_bwd_args &A)
             }
         }
     }
-    const int64_t po = (((int64_t)b * a.H + h) * S2 + t) * D;
+    } /* sequences of the group */
+    const int64_t po = (((int64_t)grp * a.H + h) * S2 + t) * D;
 #pragma unroll
     for (int u = 0; u < BWD_NU; u++) {
         const int d = lane + 32 * u;
@@ -466,12 +471,12 @@ DATTN_DEV void bwd_reduce_body(const dattn_bwd_args &A)
     for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
         if (a.c2p) {
             float s = 0.f;
-            for (int b = 0; b < a.B; b++) s += A.ppk[(((int64_t)b * a.H + h) * S2 + t) * a.D + d];
+            for (int g = 0; g < A.sgb; g++) s += A.ppk[(((int64_t)g * a.H + h) * S2 + t) * a.D + d];
             st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
         }
         if (a.p2c) {
             float s = 0.f;
-            for (int b = 0; b < a.B; b++) s += A.ppq[(((int64_t)b * a.H + h) * S2 + t) * a.D + d];
+            for (int g = 0; g < A.sgb; g++) s += A.ppq[(((int64_t)g * a.H + h) * S2 + t) * a.D + d];
             st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
         }
     }
@@ -546,7 +551,7 @@ extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtyp
     }
     if (pos) {
         if (a.B > 0) {
-            const dim3 grid((unsigned)((2 * a.S + BWD_ROWS - 1) / BWD_ROWS), (unsigned)a.H, (unsigned)a.B);
+            const dim3 grid((unsigned)((2 * a.S + BWD_ROWS - 1) / BWD_ROWS), (unsigned)a.H, (unsigned)A->sgb);
             diag<<<grid, 32 * BWD_ROWS, 0, stream>>>(*A);
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }

@@ -4,26 +4,20 @@
 
 #include <cuda_runtime.h>
 
-/* dp[h, t, :] = sum over sequences b, then row blocks in order, of the fp32 partials of the
- * row blocks whose slot range holds t (bwd_tc_range, as the writer); zeros elsewhere. */
+/* dp[h, t, :] = sum over the CTAs (row-block groups) of head h, in group order, of the fp32
+ * partials whose recorded 16-slot range [lo, hi) holds t; zeros elsewhere. */
 template <int DT, int KV>
 DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
-    const int t = blockIdx.x, h = blockIdx.y, S2 = 2 * a.S, D = a.D;
-    const int nblk = (a.L + 63) / 64;
+    const int t = blockIdx.x, h = blockIdx.y, S2 = 2 * a.S, D = a.D, NG = A.tcg;
     const float *part = KV ? A.ppq : A.ppk;
+    const int32_t *rg = A.tcr + ((int64_t)(KV ? a.H : 0) + h) * 2 * NG;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float s = 0.f;
-        for (int b = 0; b < a.B; b++) {
-            int tok0, len;
-            dev_seq(a, b, tok0, len);
-            for (int rb = 0; rb < nblk && rb * 64 < len; rb++) {
-                int tlo, thi;
-                bwd_tc_range(a, a.tab, KV, rb * 64, len, tlo, thi);
-                if (t < tlo || t > thi) continue;
-                s += part[((((int64_t)b * a.H + h) * nblk + rb) * S2 + t) * D + d];
-            }
+        for (int grp = 0; grp < NG; grp++) {
+            if (t < rg[2 * grp] || t >= rg[2 * grp + 1]) continue;
+            s += part[(((int64_t)h * NG + grp) * S2 + t) * D + d];
         }
         if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
         else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);

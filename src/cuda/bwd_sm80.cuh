@@ -28,8 +28,11 @@
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
+ * Dropout: keep_ij / (1 - p) (bwd_keep_bits, the forward's Philox mask regenerated) scales
+ * dp before ds = p (keep dp - D) and p in dV = (P keep)^T dO (HF padded rows: keep / len).
+ *
  * Not covered here (launch.cu routes them to bwd_simple.cu): fp32, D not in {64, 128},
- * dropout, 2S > 512, non-monotone slot maps, unaligned rows.
+ * dropout at D = 128, 2S > 512, non-monotone slot maps, unaligned rows.
  */
 #ifndef DATTN_CUDA_BWD_SM80_CUH
 #define DATTN_CUDA_BWD_SM80_CUH
@@ -63,8 +66,9 @@ struct bwd_geom {
     static constexpr int OFF_X = 0;
     static constexpr int OFF_Z = OFF_X + BM * RB;
     static constexpr int OFF_Y = OFF_Z + BM * RB;
-    static constexpr int OFF_W = OFF_Y + BN * RB;
-    static constexpr int OFF_SP = OFF_W + BN * RB;                   /* col-side skew tile */
+    static constexpr int OFF_W = OFF_Y + BN * RB; /* Y, W of even tiles; odd: + YWB */
+    static constexpr int YWB = 2 * BN * RB;                          /* one Y + W buffer */
+    static constexpr int OFF_SP = OFF_Y + 2 * YWB;                   /* col-side skew tile */
     static constexpr int OFF_SC = OFF_SP + DATTN_ALIGN128(BM * PP * 4); /* row-side scratch */
     static constexpr int OFF_T = OFF_SC + DATTN_ALIGN128(NW * 16 * PC * 4);
     static constexpr int OFF_SL = OFF_T + DATTN_ALIGN128(NT * 4);
@@ -72,7 +76,9 @@ struct bwd_geom {
     static constexpr int OFF_CL = OFF_PS + DATTN_ALIGN128(BN * 4);  /* column lse2 (KV) */
     static constexpr int OFF_CD = OFF_CL + DATTN_ALIGN128(BN * 4);  /* column D (KV) */
     static constexpr int OFF_CF = OFF_CD + DATTN_ALIGN128(BN * 4);  /* column flags (KV) */
-    static constexpr int OFF_RK = OFF_CF + DATTN_ALIGN128(BN * 4);
+    static constexpr int OFF_KB = OFF_CF + DATTN_ALIGN128(BN * 4);  /* dropout keep bits */
+    static constexpr int OFF_UR = OFF_KB + DATTN_ALIGN128(NTHR * 4); /* partial's written range */
+    static constexpr int OFF_RK = OFF_UR + 128;
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB;
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
@@ -135,14 +141,96 @@ DATTN_DEV void bwd_afrag(uint32_t (&o)[2][4], const uint32_t (&f)[NK][4], uint32
     }
 }
 
+template <int BN> struct bwd_vtype { typedef uint64_t T; };
+template <> struct bwd_vtype<32> { typedef uint32_t T; };
+
+/* Dropout keep bits of a warp's 16 x (8 NB) score block (dattn.h DROPOUT; the mask of
+ * dev_keep / the forward, counter (j >> 2, i, b H + h, c3), word j & 3). Bit
+ * r * 2 NB + 2 nb + (e & 1) of the result is element (nb, e) of the lane's fragment (row
+ * g + 8 r, column 8 nb + 2 c + (e & 1)). xr0: in-sequence position of the warp's first
+ * row (a multiple of 16), y0: of the tile's first column (a multiple of 8).
+ * One Philox call yields 4 consecutive j, so lanes share calls and swap nibbles:
+ *   KV = 0 (rows i, columns j): lanes c, c ^ 1 need the same calls (j >> 2 equal), each
+ *     computes NB of the 2 NB, one shuffle swaps them;
+ *   KV = 1 (rows j, columns i): the 4 lanes g & 3 = 0..3 of a row quad need the same
+ *     calls (j >> 2 equal), each computes NB of the 4 NB, three shuffles gather them.
+ * Every lane makes NB Philox calls (rolled loop: few live registers). */
+template <int NB, int KV>
+DATTN_DEV uint32_t bwd_keep_bits(const dattn_fwd_args &a, uint32_t bh, int xr0, int y0)
+{
+    static_assert(4 * NB <= 32, "keep bits");
+    const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+    uint32_t W = 0;
+#pragma unroll 1
+    for (int t = 0; t < NB; t++) {
+        uint32_t jq, i;
+        if (!KV) {
+            const int k = 2 * t + (c & 1), r = k / NB, nb = k % NB;
+            i = (uint32_t)(xr0 + g + 8 * r);
+            jq = (uint32_t)((y0 + 8 * nb + 2 * c) >> 2);
+        } else {
+            const int k = 4 * t + (g & 3), e1 = k & 1, nb = (k >> 1) % NB, r = (k >> 1) / NB;
+            jq = (uint32_t)((xr0 >> 2) + (g >> 2) + 2 * r);
+            i = (uint32_t)(y0 + 8 * nb + 2 * c + e1);
+        }
+        uint32_t o0, o1, o2, o3;
+        dev_philox(jq, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+        const uint32_t nib = (uint32_t)(o0 >= a.drop_thr) | ((uint32_t)(o1 >= a.drop_thr) << 1) |
+                             ((uint32_t)(o2 >= a.drop_thr) << 2) | ((uint32_t)(o3 >= a.drop_thr) << 3);
+        W |= nib << (4 * t);
+    }
+    uint32_t res = 0;
+    if (!KV) {
+        /* call k = r NB + nb was made by the lane with c & 1 == k & 1, nibble k >> 1; this
+         * lane's words are 2 (c & 1) + (e & 1) */
+        const uint32_t Wo = __shfl_xor_sync(0xffffffffu, W, 1);
+        const uint32_t mine = W >> (2 * (c & 1)), other = Wo >> (2 * (c & 1));
+#pragma unroll
+        for (int k = 0; k < 2 * NB; k++) {
+            const uint32_t src = ((k & 1) == (c & 1)) ? mine : other;
+            const int r = k / NB, nb = k % NB;
+            res |= ((src >> (4 * (k >> 1))) & 3u) << (r * 2 * NB + 2 * nb);
+        }
+    } else {
+        /* call k = 4 t + s was made by the lane of the quad with g & 3 == s, nibble t; this
+         * lane's word is g & 3; result bit index = k */
+#pragma unroll
+        for (int s2 = 0; s2 < 4; s2++) {
+            const uint32_t Ws = __shfl_sync(0xffffffffu, W, (lane & ~12) | (s2 << 2)) >> (g & 3);
+#pragma unroll
+            for (int t = 0; t < NB; t++) res |= ((Ws >> (4 * t)) & 1u) << (4 * t + s2);
+        }
+    }
+    return res;
+}
+
+/* cp.async of the Y and W rows n0 .. n0 + BN - 1 (zeros past len) into the buffer at sY
+ * (W right after Y); not committed. */
+template <int D, int BN>
+DATTN_DEV void bwd_load_yw(uint32_t sY, const uint16_t *yb, int64_t y_sl, const uint16_t *wb, int64_t w_sl,
+                           int n0, int len)
+{
+    constexpr int CPR = D / 8, NTHR = 128;
+    const uint32_t sW = sY + BN * 2 * D;
+    for (int idx = threadIdx.x; idx < BN * CPR; idx += NTHR) {
+        const int row = idx / CPR, ch = idx % CPR, y = n0 + row;
+        const int ok = y < len;
+        cp_async16(sY + swz<D>(row, ch), yb + (int64_t)(ok ? y : 0) * y_sl + ch * 8, ok ? 16 : 0);
+        cp_async16(sW + swz<D>(row, ch), wb + (int64_t)(ok ? y : 0) * w_sl + ch * 8, ok ? 16 : 0);
+    }
+}
+
+/* One row block (m0, 64 rows) of sequence b, head h. Its table gradient goes into the
+ * CTA's fp32 partial [2S][D]; shared int pair OFF_UR = [lo, hi): the 16-slot blocks of it
+ * already written by earlier row blocks of this CTA (stored there, added elsewhere; the
+ * range of every row block holds slot(0), so the union stays an interval). */
 template <int D, int BN, int BF, int KV>
-DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
+DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
 {
     typedef bwd_geom<D, BN> G;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-    const int b = blockIdx.z, h = blockIdx.y, m0 = blockIdx.x * G::BM;
     int tok0, len;
     dev_seq(a, b, tok0, len);
     if (m0 >= len) return;
@@ -203,9 +291,11 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
     }
     const int anyrow = __syncthreads_or(rok[0] | rok[1]);
 
-    uint32_t xf[G::XREG ? G::KS : 1][4];
+    /* X fragments in registers (dq kernel, D = 64); the dkdv kernel needs them for dV */
+    constexpr int XR = G::XREG && !KV;
+    uint32_t xf[XR ? G::KS : 1][4];
 #pragma unroll
-    for (int ks = 0; ks < (G::XREG ? G::KS : 1); ks++)
+    for (int ks = 0; ks < (XR ? G::KS : 1); ks++)
         ldsm_x4(xf[ks], sX + swz<D>(wr0 + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
     constexpr int ZR = G::ZREG && !KV; /* the dkdv kernel needs the registers for dV */
     uint32_t zf[ZR ? G::KS : 1][4];
@@ -247,29 +337,35 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 
     const float sl2 = a.sl2;
     const uint32_t rk = smem_u32(smem + G::OFF_RK), rq = smem_u32(smem + G::OFF_RQ);
-    const uint32_t sY = smem_u32(smem + G::OFF_Y), sW = smem_u32(smem + G::OFF_W);
+    const uint32_t sY0 = smem_u32(smem + G::OFF_Y);
     int *sT = (int *)(smem + G::OFF_T);
     int *sSl = (int *)(smem + G::OFF_SL);
     float *sps = (float *)(smem + G::OFF_PS);
     float *scl = (float *)(smem + G::OFF_CL);
     float *scd = (float *)(smem + G::OFF_CD);
     int *scf = (int *)(smem + G::OFF_CF);
+    volatile uint32_t *skb = (volatile uint32_t *)(smem + G::OFF_KB);
     float *spb = (float *)(smem + G::OFF_SP);
     float *scw = (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
     const float fpad = 1.f / (float)len;
+    /* dropout on this path at D = 64 only (at D = 128 the dkdv kernel, already at 255
+     * registers, spills with it; launch.cu sends D = 128 dropout calls to bwd_simple.cu) */
+    constexpr int DROP = D <= 64;
+    const uint32_t bh = (uint32_t)b * (uint32_t)a.H + (uint32_t)h;
 
     int ring_lo = 0, ring_ok = 0;
+    /* double-buffered Y, W (prefetch of the next tile) in the dq kernel; the dkdv kernel
+     * sits at the 255-register limit and spills with the moving buffer base */
+    constexpr int PF = !KV;
     const int n_end = (KV || anyrow) ? (len + BN - 1) / BN : 0;
     for (int n = 0; n < n_end; n++) {
         const int n0 = n * BN;
+        /* Y, W of tile n: buffer n & 1 (tile n + 1's copies start once tile n's landed) */
+        const uint32_t sY = sY0 + (uint32_t)((PF ? n & 1 : 0) * G::YWB), sW = sY + BN * G::RB;
         __syncthreads(); /* the previous tile is consumed */
-        /* ---- loads: Y, W, the window tables and new ring rows (band) */
-        for (int idx = tid; idx < BN * G::CPR; idx += G::NTHR) {
-            const int row = idx / G::CPR, ch = idx % G::CPR, y = n0 + row;
-            const int ok = y < len;
-            cp_async16(sY + swz<D>(row, ch), yb + (int64_t)(ok ? y : 0) * y_sl + ch * 8, ok ? 16 : 0);
-            cp_async16(sW + swz<D>(row, ch), wb + (int64_t)(ok ? y : 0) * w_sl + ch * 8, ok ? 16 : 0);
-        }
+        /* ---- loads: Y, W (first tile; later ones were prefetched), the window tables and
+         * new ring rows (band) */
+        if (!PF || n == 0) bwd_load_yw<D, BN>(sY, yb, y_sl, wb, w_sl, n0, len);
         const int rlo = m0 - n0 - BN + 1; /* smallest row-frame r' of the tile */
         int cls = DATTN_CLS_PLAIN;
         if (use_pos) {
@@ -299,6 +395,9 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         } else {
             ring_ok = 0;
         }
+        /* dropout keep bits of the warp's block (while the loads fly) */
+        /* (parked in shared memory: a register held across S and dP spills the dkdv kernel) */
+        if (DROP && a.drop_thr) skb[tid] = bwd_keep_bits<G::NB, KV>(a, bh, m0 + wr0, n0);
         if (KV) {
             for (int y = tid; y < BN; y += G::NTHR) {
                 const int i = n0 + y;
@@ -334,6 +433,11 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         cp_async_commit();
         cp_async_wait_all();
         __syncthreads();
+        /* prefetch tile n + 1's Y, W into the other buffer (tile n - 1's, consumed) */
+        if (PF && n + 1 < n_end) {
+            bwd_load_yw<D, BN>(sY0 + (uint32_t)(((n + 1) & 1) * G::YWB), yb, y_sl, wb, w_sl, n0 + BN, len);
+            cp_async_commit();
+        }
 
         /* saturated column constants: y . TC[real sat slot] */
         if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
@@ -342,7 +446,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
             for (int y = tid; y < BN; y += G::NTHR) {
                 float acc = 0.f;
                 for (int d = 0; d < D; d++) {
-                    const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + swz<D>(y, d >> 3) + (d & 7) * 2);
+                    const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
                     acc = fmaf(h2f<BF>(v), h2f<BF>(pr[d]), acc);
                 }
                 sps[y] = acc;
@@ -364,7 +468,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 #pragma unroll
                     for (int kc = 0; kc < G::CPR; kc += 4) {
                         uint32_t r[4], xa[2][4];
-                        bwd_afrag<D, G::XREG>(xa, xf, sX, wr0, kc);
+                        bwd_afrag<D, XR>(xa, xf, sX, wr0, kc);
                         ldsm_x4(r, rk + (tu ^ (uint32_t)((kc + (lane >> 3)) << 4)));
                         mma16816_acc<BF>(ga[gl], xa[0], r[0], r[1]);
                         mma16816_acc<BF>(ga[gl], xa[1], r[2], r[3]);
@@ -433,7 +537,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 #pragma unroll
         for (int kc = 0; kc < G::CPR; kc += 4) {
             uint32_t xa[2][4];
-            bwd_afrag<D, G::XREG>(xa, xf, sX, wr0, kc);
+            bwd_afrag<D, XR>(xa, xf, sX, wr0, kc);
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++) {
                 uint32_t r[4];
@@ -480,23 +584,28 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
             radd[0] = cs[0];
             radd[1] = cs[8];
         }
-        const uint64_t vs = vbits >> (2 * c);
+        /* (32 bits when they suffice: BN = 32 runs at the register limit) */
+        const typename bwd_vtype<BN>::T vs = (typename bwd_vtype<BN>::T)(vbits >> (2 * c));
+        const uint32_t kfu = __float_as_uint(DROP && a.drop_thr ? a.drop_scale : 1.f);
 #pragma unroll
         for (int nb = 0; nb < G::NB; nb++) {
+            const uint32_t kbt = DROP && a.drop_thr ? skb[tid] >> (2 * nb) : 0xffffffffu;
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = e >> 1, y = 8 * nb + 2 * c + (e & 1);
-                const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1ull);
+                const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1u);
+                /* keep_ij / (1 - p) under dropout (0 where dropped), else exactly 1 */
+                const float kf = __uint_as_float(((kbt >> (r * 2 * G::NB + (e & 1))) & 1u) * kfu);
                 float p, dsv, pv;
                 if (!KV) {
                     p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
-                    dsv = p * (dp[nb][e] - rdi[r]);
+                    dsv = p * (dp[nb][e] * kf - rdi[r]);
                     pv = 0.f;
                 } else {
                     const int f = scf[y];
                     p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
-                    dsv = p * (dp[nb][e] - scd[y]);
-                    pv = f == 2 ? fpad : p;
+                    dsv = p * (dp[nb][e] * kf - scd[y]);
+                    pv = (f == 2 ? fpad : p) * kf;
                 }
                 s[nb][e] = dsv;
                 dp[nb][e] = pv;
@@ -623,9 +732,11 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
             }
         }
         /* partial = C^T X for the slot blocks of 16 that the row block touches */
-        float *part = (KV ? A.ppq : A.ppk) +
-                      (((int64_t)b * a.H + h) * (int64_t)gridDim.x + blockIdx.x) * (int64_t)S2 * D;
+        float *part = (KV ? A.ppq : A.ppk) + ((int64_t)h * gridDim.x + blockIdx.x) * (int64_t)S2 * D;
+        int *sur = (int *)(smem + G::OFF_UR);
+        const int ulo = sur[0], uhi = sur[1];
         for (int t0 = (tlo & ~15) + 16 * w; t0 <= thi; t0 += 16 * G::NW) {
+            const int fresh = t0 < ulo || t0 >= uhi; /* first writer of the block: store */
             float acc[G::DB][4];
 #pragma unroll
             for (int db = 0; db < G::DB; db++) acc[db][0] = acc[db][1] = acc[db][2] = acc[db][3] = 0.f;
@@ -645,11 +756,24 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 #pragma unroll
             for (int db = 0; db < G::DB; db++) {
                 const int t = t0 + g;
-                if (t < S2)
-                    *(float2 *)(part + (int64_t)t * D + 8 * db + 2 * c) = make_float2(acc[db][0] * isc, acc[db][1] * isc);
-                if (t + 8 < S2)
-                    *(float2 *)(part + (int64_t)(t + 8) * D + 8 * db + 2 * c) = make_float2(acc[db][2] * isc, acc[db][3] * isc);
+                float2 *p0 = (float2 *)(part + (int64_t)t * D + 8 * db + 2 * c);
+                float2 *p1 = (float2 *)(part + (int64_t)(t + 8) * D + 8 * db + 2 * c);
+                float2 v0 = make_float2(acc[db][0] * isc, acc[db][1] * isc);
+                float2 v1 = make_float2(acc[db][2] * isc, acc[db][3] * isc);
+                if (t < S2) {
+                    if (!fresh) v0.x += p0->x, v0.y += p0->y;
+                    *p0 = v0;
+                }
+                if (t + 8 < S2) {
+                    if (!fresh) v1.x += p1->x, v1.y += p1->y;
+                    *p1 = v1;
+                }
             }
+        }
+        __syncthreads(); /* every thread has read the old range */
+        if (tid == 0) {
+            sur[0] = min(ulo, tlo & ~15);
+            sur[1] = max(uhi, (thi & ~15) + 16);
         }
     }
 
@@ -671,6 +795,43 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
                 *(uint32_t *)(vo + (int64_t)x * A.dv_sl + 8 * db + 2 * c) =
                     pack2<BF>(dv[KV ? db : 0][2 * r], dv[KV ? db : 0][2 * r + 1]);
         }
+    }
+}
+
+/* The kernel: CTA (grp, h) runs the row blocks u0 .. u1-1 of head h (u = b * nblk + rb, a
+ * contiguous, balanced share of the B * nblk row blocks over gridDim.x groups) and sums
+ * their table gradients into one fp32 partial [2S][D] (its own: one writer, fixed order),
+ * then records the written 16-slot range [lo, hi) for the reduce. */
+template <int D, int BN, int BF, int KV>
+DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
+{
+    typedef bwd_geom<D, BN> G;
+    const dattn_fwd_args &a = A.f;
+    extern __shared__ __align__(128) char smem[];
+    const int h = blockIdx.y, grp = blockIdx.x, NG = gridDim.x;
+    const int nblk = (a.L + 63) / 64;
+    const int U = a.B * nblk;
+    const int u0 = (int)((int64_t)U * grp / NG), u1 = (int)((int64_t)U * (grp + 1) / NG);
+    volatile int *sur = (volatile int *)(smem + G::OFF_UR);
+    if (threadIdx.x == 0) {
+        sur[0] = 2 * a.S; /* nothing written yet */
+        sur[1] = 0;
+        sur[2] = u0; /* the loop counter lives here: no register held across a row block */
+        sur[3] = u1;
+    }
+#pragma unroll 1
+    for (;;) {
+        __syncthreads(); /* the previous row block is done with shared memory and its partial */
+        const int u = sur[2];
+        if (u >= sur[3]) break;
+        bwd_sm80_unit<D, BN, BF, KV>(A, u / nblk, h, (u % nblk) * 64);
+        __syncthreads();
+        if (threadIdx.x == 0) sur[2] = u + 1;
+    }
+    if ((KV ? a.p2c : a.c2p) && threadIdx.x == 0) {
+        int32_t *rg = A.tcr + ((int64_t)(KV ? a.H : 0) + h) * 2 * NG + 2 * grp;
+        rg[0] = sur[0];
+        rg[1] = sur[1];
     }
 }
 

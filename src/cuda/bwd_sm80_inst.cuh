@@ -38,7 +38,8 @@ extern "C" size_t DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(int S)
     return (size_t)G::SMEM_FIXED + (size_t)G::BM * (size_t)(2 * S + 8) * 2;
 }
 
-/* dq kernel (which = 0) or dkdv kernel (which = 1), grid (ceil(L / 64), H, B). */
+/* dq kernel (which = 0) or dkdv kernel (which = 1), grid (A->tcg, H): CTA (g, h) runs a
+ * contiguous share of head h's B * ceil(L / 64) row blocks (bwd_sm80_body). */
 extern "C" cudaError_t DATTN_BWD_CAT(dattn_launch_bwd_sm80_d, DATTN_BWD_D)(const dattn_bwd_args *A, int bf,
                                                                        int which, cudaStream_t stream)
 {
@@ -48,7 +49,7 @@ extern "C" cudaError_t DATTN_BWD_CAT(dattn_launch_bwd_sm80_d, DATTN_BWD_D)(const
     const size_t smem = DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(A->f.S);
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
-    const dim3 grid((unsigned)((A->f.L + 63) / 64), (unsigned)A->f.H, (unsigned)A->f.B);
+    const dim3 grid((unsigned)A->tcg, (unsigned)A->f.H);
     k<<<grid, 128, smem, stream>>>(*A);
     return cudaGetLastError();
 }

@@ -127,7 +127,11 @@ typedef struct dattn_bwd_args {
     float *di;                /* [rows] D_i = dout_i . out_i */
     float *rsat;              /* [rows][2] row sums of ds/scale over r >= R, r <= -R (c2p) */
     float *csat;              /* [rows][2] column sums of the same (p2c) */
-    float *ppk, *ppq;         /* [B*H][2S][D] per-(sequence, head) table gradient partials */
+    float *ppk, *ppq;         /* [sgb*H][2S][D] per-(sequence group, head) table gradient partials
+                                 (tensor-core path: [H][tcg][2S][D], one per CTA) */
+    int32_t *tcr;             /* tensor-core path: [2 tables][H][tcg][2] written slot range */
+    int32_t tcg;              /* tensor-core path: CTAs (row-block groups) per head; 0 = none ran */
+    int32_t sgb;              /* simple path: sequence groups of the table-gradient partials */
     int64_t do_sb, do_sl, do_sh;
     int64_t dq_sb, dq_sl, dq_sh;
     int64_t dk_sb, dk_sl, dk_sh;

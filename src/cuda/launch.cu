@@ -23,7 +23,7 @@
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
  * Backward (both paths without atomics, bitwise deterministic):
- *   fp16/bf16, D in {64, 128}, no dropout, att span S <= 256 with S % 8 == 0, a monotone
+ *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
  * DATTN_CUDA_BWD = simple forces the simple backward (tests). */
@@ -262,19 +262,36 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *   di    rows           D_i = dout_i . out_i
  *   rsat  2 rows  [c2p]  row sums of ds/scale over the saturated distances
  *   csat  2 rows  [p2c]  column sums of the same
- *   ppk   B*H*2S*D [c2p] per-(sequence, head) fp32 partials of dpk (simple path);
- *         B*H*ceil(L/64)*2S*D per row block when the tensor-core path may run
+ *   ppk   SG*H*2S*D [c2p] per-(sequence group, head) fp32 partials of dpk (simple path,
+ *         SG = bwd_simple_groups <= G);
+ *         H*G*2S*D, one per CTA, when the tensor-core path may run (G = bwd_tc_groups)
  *   ppq   the same for dpq [p2c]
+ *   tcr   int32 [2][H][G][2] the tensor-core CTAs' written slot ranges (when it may run)
  * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
 typedef struct bws_layout {
-    size_t di, rsat, csat, ppk, ppq, total;
+    size_t di, rsat, csat, ppk, ppq, tcr, total;
 } bws_layout;
+
+/* Tensor-core backward CTAs per head: B*ceil(L/64) row blocks split into G contiguous
+ * groups, G*H ~ DATTN_BWD_TC_CTAS (one wave of 1-CTA/SM kernels on an H200). The
+ * partials are H*G*2S*D floats per table whatever B and L; G depends only on the call,
+ * so the summation order (hence every bit) too. */
+#define DATTN_BWD_TC_CTAS 132
+static int64_t bwd_tc_groups(const dattn_call *c)
+{
+    const int64_t U = (int64_t)c->B * ((c->L + 63) / 64);
+    int64_t g = DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
+    if (g < 1) g = 1;
+    if (g > U) g = U;
+    return g < 1 ? 1 : g;
+}
 
 /* The tensor-core backward's call-level conditions (pointer alignment is checked at
  * dispatch); its table partials are [B*H*ceil(L/64)][2S][D] fp32 instead. */
 static int bwd_tc_call(const dattn_call *c)
 {
-    if (c->p->dtype == DATTN_F32 || !(c->D == 64 || c->D == 128) || c->drop_threshold) return 0;
+    if (c->p->dtype == DATTN_F32 || !(c->D == 64 || c->D == 128)) return 0;
+    if (c->drop_threshold && c->D != 64) return 0; /* bwd_sm80.cuh: dropout at D = 64 only */
     if (c->c2p || c->p2c) {
         const slot_cache *sc;
         if (get_slots(c, &sc) != DATTN_OK) return 0;
@@ -283,18 +300,33 @@ static int bwd_tc_call(const dattn_call *c)
     return 1;
 }
 
+/* Simple backward: sequence groups of its table-gradient partials (bwd_simple.cu diag),
+ * min(B, DATTN_BWD_TC_CTAS / H) >= 1: never more partials than the tensor-core path's. */
+static int64_t bwd_simple_groups(const dattn_call *c)
+{
+    int64_t g = DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
+    if (g < 1) g = 1;
+    if (g > c->B) g = c->B;
+    return g < 1 ? 1 : g;
+}
+
 static void layout_bws(const dattn_call *c, bws_layout *w)
 {
     const size_t rows = c->packed ? (size_t)c->H * (size_t)c->T : (size_t)c->B * (size_t)c->H * (size_t)c->L;
-    size_t part = (size_t)c->B * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
-    if ((c->c2p || c->p2c) && bwd_tc_call(c)) {
-        const size_t tc = (size_t)c->B * (size_t)c->H * (size_t)((c->L + 63) / 64) * 2 * (size_t)c->S * (size_t)c->D;
+    size_t part = (size_t)bwd_simple_groups(c) * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
+    const int tcp = (c->c2p || c->p2c) && bwd_tc_call(c);
+    if (tcp) {
+        const size_t tc = (size_t)c->H * (size_t)bwd_tc_groups(c) * 2 * (size_t)c->S * (size_t)c->D;
         if (tc > part) part = tc;
     }
     size_t off = 0;
-    w->rsat = w->csat = w->ppk = w->ppq = WS_NONE;
+    w->rsat = w->csat = w->ppk = w->ppq = w->tcr = WS_NONE;
     w->di = off;
     off += al256(rows * sizeof(float));
+    if (tcp) {
+        w->tcr = off;
+        off += al256((size_t)4 * (size_t)c->H * (size_t)bwd_tc_groups(c) * sizeof(int32_t));
+    }
     if (c->c2p) {
         w->rsat = off;
         off += al256(2 * rows * sizeof(float));
@@ -619,6 +651,9 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.csat = wl.csat != WS_NONE ? (float *)(ws + wl.csat) : NULL;
     A.ppk = wl.ppk != WS_NONE ? (float *)(ws + wl.ppk) : NULL;
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
+    A.tcr = wl.tcr != WS_NONE ? (int32_t *)(ws + wl.tcr) : NULL;
+    A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c);
+    A.sgb = c->B == 0 ? 0 : (int32_t)bwd_simple_groups(c);
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
