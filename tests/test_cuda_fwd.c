@@ -21,7 +21,8 @@
  * (simple kernel), each term alone, linear / v3 log / small log (saturation at short L)
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
- * --quick: a small subset (compute-sanitizer).
+ * --quick: a small subset (compute-sanitizer). --only-f32: only the fp32 tiled-kernel cases
+ * (f32_cases; with --quick its small subset). --max-l N: skip cases longer than N.
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -46,7 +47,7 @@ int main(void)
 extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i, double *out_row,
                           double *lse) __attribute__((weak));
 
-static int n_pass, n_fail, quick, max_l = 1 << 30;
+static int n_pass, n_fail, quick, max_l = 1 << 30, only_f32;
 static uint64_t rng_state;
 
 static uint64_t rnd64(void)
@@ -954,6 +955,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--only-f32")) only_f32 = 1; /* just the fp32 tiled-kernel sweep */
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -977,6 +979,11 @@ int main(int argc, char **argv)
 
     api_checks();
 
+    if (only_f32) {
+        f32_cases(quick, &cs);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
     if (quick) {
         /* small shapes for compute-sanitizer: every path once */
         const int dts[2] = {DATTN_F16, DATTN_BF16};
