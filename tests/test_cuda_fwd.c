@@ -22,7 +22,9 @@
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
  * --quick: a small subset (compute-sanitizer). --only-f32: only the fp32 tiled-kernel cases
- * (f32_cases; with --quick its small subset). --max-l N: skip cases longer than N.
+ * (f32_cases; with --quick its small subset); --f32-force simple runs those cases on the
+ * old simple kernel instead of pinning the tiled one (A/B of the same sweep). --max-l N:
+ * skip cases longer than N.
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -48,6 +50,7 @@ extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i
                           double *lse) __attribute__((weak));
 
 static int n_pass, n_fail, quick, max_l = 1 << 30, only_f32;
+static const char *f32_force = "f32"; /* --f32-force: the path of f32_cases' pinned cases */
 static uint64_t rng_state;
 
 static uint64_t rnd64(void)
@@ -801,8 +804,8 @@ static void determinism(uint64_t seed)
 }
 
 /* The register-tiled fp32 kernel (src/cuda/fwd_f32.cu). Cases forced with
- * DATTN_CUDA_FWD=f32 fail (UNSUPPORTED) instead of falling back to the simple kernel; a
- * few run again with DATTN_CUDA_FWD=simple (the old path, same bound). Tiles are 64 x 64:
+ * DATTN_CUDA_FWD=f32 (--f32-force NAME: NAME) fail (UNSUPPORTED) instead of falling back to
+ * the simple kernel; a few run with DATTN_CUDA_FWD=simple (the old path, same bound). Tiles are 64 x 64:
  * L across 64-multiples; positions v3 log (band tiles up to |i - j| ~ 506, saturated
  * beyond: L >= 600), linear S = 128 (saturated beyond 128) and small log (saturated beyond
  * ~60: every class at L ~ 130+), each term alone and none (plain tiles). */
@@ -815,19 +818,19 @@ static void f32_cases(int q, uint64_t *cs)
             tcase t = base_case(DATTN_F32, D, 2, 2, 150);
             t.mask = di == 1 ? MASK_HOLES : MASK_RIGHT;
             set_pos(&t, 2);
-            t.force = "f32";
+            t.force = f32_force;
             run_case(&t, F32_NEXT, NULL, NULL);
         }
         tcase t = base_case(DATTN_F32, 64, 3, 2, 140);
         t.packed = 1;
         set_pos(&t, 2);
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
         t = base_case(DATTN_F32, 64, 2, 2, 130);
         t.mask = MASK_HOLES;
         t.drop = 0.3f;
         set_pos(&t, 2);
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
         return;
     }
@@ -846,7 +849,7 @@ static void f32_cases(int q, uint64_t *cs)
             t.padrows = (cyc / 2) % 2;
             if (cyc % 4 == 3) t.lay = LAY_FUSED;
             t.math = cyc % 5 == 1;
-            t.force = "f32";
+            t.force = f32_force;
             run_case(&t, F32_NEXT, NULL, NULL);
         }
     /* 2. each term alone, both and none, every position kind, at a length with every tile
@@ -857,7 +860,7 @@ static void f32_cases(int q, uint64_t *cs)
             set_pos(&t, pk);
             t.pos_att = pa;
             t.mask = pa % 2 ? MASK_RIGHT : MASK_NONE;
-            t.force = "f32";
+            t.force = f32_force;
             run_case(&t, F32_NEXT, NULL, NULL);
         }
     /* 3. every mask x padded-row mode, strided layouts */
@@ -868,7 +871,7 @@ static void f32_cases(int q, uint64_t *cs)
             t.padrows = pr;
             t.lay = pr ? LAY_FUSED : LAY_CONTIG;
             set_pos(&t, (m + pr) % 3);
-            t.force = "f32";
+            t.force = f32_force;
             run_case(&t, F32_NEXT, NULL, NULL);
         }
     /* 4. packed (varlen), max_seqlen > the longest sequence, fused layout; packed == padded */
@@ -878,7 +881,7 @@ static void f32_cases(int q, uint64_t *cs)
         set_pos(&t, k % 3);
         t.maxlen_short = k == 4;
         t.lay = k == 5 ? LAY_FUSED : LAY_CONTIG;
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
     }
     for (int k = 0; k < 3; k++)
@@ -892,7 +895,7 @@ static void f32_cases(int q, uint64_t *cs)
         t.padrows = k == 3;
         t.packed = k == 4;
         set_pos(&t, k % 3);
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
     }
     /* 6. the old simple kernel on the same kinds of cases (DATTN_CUDA_FWD=simple), and
@@ -914,19 +917,19 @@ static void f32_cases(int q, uint64_t *cs)
     {
         tcase t = base_case(DATTN_F32, 64, 1, 2, 2049);
         t.mask = MASK_RIGHT;
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
         t = base_case(DATTN_F32, 128, 1, 2, 8192);
         t.sample = 32;
         t.mask = MASK_HOLES;
-        t.force = "f32";
+        t.force = f32_force;
         run_case(&t, F32_NEXT, NULL, NULL);
     }
     /* 8. determinism: the same fp32 call twice, bitwise */
     {
         tcase t = base_case(DATTN_F32, 64, 2, 3, 777);
         t.mask = MASK_HOLES;
-        t.force = "f32";
+        t.force = f32_force;
         run_out r1, r2;
         memset(&r1, 0, sizeof r1);
         memset(&r2, 0, sizeof r2);
@@ -956,6 +959,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--only-f32")) only_f32 = 1; /* just the fp32 tiled-kernel sweep */
+        else if (!strcmp(argv[i], "--f32-force") && i + 1 < argc) f32_force = argv[++i]; /* e.g. simple */
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
