@@ -12,12 +12,12 @@ against the output size.
 Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
 package imports, else it is reported as skipped.
 
-fp32 A/B (fp32_level, also alone with --fp32-only): B=16 H=12 D=64 L in {512, 2048}, v3
-positions: dattn's register-tiled fp32 kernel vs the simple kernel (DATTN_CUDA_FWD=simple)
-vs torch eager fp32 attention core (matmul + softmax + matmul, TF32 off), IEEE fp32 all.
-
-usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only] [--fp32-only]
+usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
+
+fp32 A/B (fp32_level; alone: --fp32-only): B=16 H=12 D=64 L in {512, 2048}, v3 positions:
+dattn's register-tiled fp32 kernel vs the simple kernel (DATTN_CUDA_FWD=simple) vs torch
+eager fp32 attention core (matmul + softmax + matmul, TF32 off), IEEE fp32 all.
 """
 import argparse
 import ctypes
@@ -465,7 +465,6 @@ def main():
     for r in res["op"]:
         print("%-14s %9.3f %9.3f" % ("B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
                                       r.get("dattn_allband_ms") or 0))
-    print_fp32(res)
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])
@@ -480,6 +479,8 @@ def main():
             if r.get("dattn_graphs_ms"):
                 print("%-16s %10.2f   (packed path replaying CUDA graphs: patch(cuda_graphs=True))"
                       % (k + "+graphs", r["dattn_graphs_ms"]))
+
+    print_fp32(res)
 
 
 if __name__ == "__main__":

@@ -75,8 +75,6 @@ else
   step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
 fi
 grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
-# the fp32 tiled forward (fwd_f32.cu)
-grep -E "Compiling entry|registers|spill" "$LOG" | grep -A2 "dattn_fwd_f32_d" >>"$OUT/resources.txt" 2>/dev/null
 
 # 2. SASS: tensor-core instructions present, no local memory
 if [ $TRAIN -eq 0 ]; then
@@ -90,15 +88,6 @@ if [ $TRAIN -eq 0 ]; then
   done
 ) >"$OUT/sass.txt" 2>&1
 rc=$?; cat "$OUT/sass.txt" >>"$LOG"
-# the fp32 tiled forward: FFMA present, no local memory
-(
-  o=build/src/cuda/fwd_f32.o
-  n_ffma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c FFMA)
-  n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
-  echo "$o: FFMA $n_ffma LDL/STL $n_lmem"
-  [ "$n_ffma" -gt 0 ] && [ "$n_lmem" -eq 0 ]
-) >>"$OUT/sass.txt" 2>&1 || rc=1
-tail -1 "$OUT/sass.txt" >>"$LOG"
 printf '%-28s %-14s\n' "sass(HMMA, no LDL/STL)" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
 fi
 
@@ -111,14 +100,6 @@ for t in build/tests/test_cuda_*; do
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
 
-# 3c. the fp32 cases of test_cuda_fwd again on the old simple kernel (same sweep, same
-#     bound: the A/B of correctness; the tiled kernel ran them in step 3)
-if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
-  else step "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-fi
-
 # 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward
 if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck initcheck synccheck; do
@@ -129,6 +110,23 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/$t --quick --seed 7
     done
   done
+fi
+
+# 2c/3c. the fp32 tiled forward (fwd_f32.cu): registers, SASS (FFMA present, no local
+#     memory), and the fp32 cases of test_cuda_fwd again on the old simple kernel (same
+#     sweep, same bound: the A/B of correctness; the tiled kernel ran them in step 3)
+if [ $TRAIN -eq 0 ]; then
+  grep -E "Compiling entry|registers|spill" "$LOG" | grep -A2 "dattn_fwd_f32_d" >>"$OUT/resources.txt" 2>/dev/null
+  o=build/src/cuda/fwd_f32.o
+  n_ffma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c FFMA)
+  n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
+  echo "$o: FFMA $n_ffma LDL/STL $n_lmem" | tee -a "$OUT/sass.txt" >>"$LOG"
+  printf '%-28s %-14s\n' "sass(fp32: FFMA, no LDL/STL)" "$([ "$n_ffma" -gt 0 ] && [ "$n_lmem" -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
+  if [ -x build/tests/test_cuda_fwd ]; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
+    else step "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
 fi
 
 # 5a. (correctness before timings) SPEC acceptance rule against transformers' eager path on this GPU (forward)

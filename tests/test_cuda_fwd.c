@@ -21,10 +21,7 @@
  * (simple kernel), each term alone, linear / v3 log / small log (saturation at short L)
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
- * --quick: a small subset (compute-sanitizer). --only-f32: only the fp32 tiled-kernel cases
- * (f32_cases; with --quick its small subset); --f32-force simple runs those cases on the
- * old simple kernel instead of pinning the tiled one (A/B of the same sweep). --max-l N:
- * skip cases longer than N.
+ * --quick: a small subset (compute-sanitizer).
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -49,8 +46,7 @@ int main(void)
 extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i, double *out_row,
                           double *lse) __attribute__((weak));
 
-static int n_pass, n_fail, quick, max_l = 1 << 30, only_f32;
-static const char *f32_force = "f32"; /* --f32-force: the path of f32_cases' pinned cases */
+static int n_pass, n_fail, quick, max_l = 1 << 30;
 static uint64_t rng_state;
 
 static uint64_t rnd64(void)
@@ -174,11 +170,10 @@ static const char *mask_name(int m)
 static void case_str(const tcase *t, char *buf, size_t n)
 {
     snprintf(buf, n,
-             "%s D=%d B=%d H=%d L=%d pos=%d pb=%d M=%d pad=%s mask=%s %s%s lay=%d%s%s drop=%g",
+             "%s D=%d B=%d H=%d L=%d pos=%d pb=%d M=%d pad=%s mask=%s %s%s lay=%d%s%s",
              dt_name(t->dtype), t->D, t->B, t->H, t->L, t->pos_att, t->pb, t->M,
              t->padrows ? "zero" : "hf", mask_name(t->mask), t->packed ? "packed" : "padded",
-             t->math ? " tf32" : "", t->lay, t->force ? " force=" : "", t->force ? t->force : "",
-             (double)t->drop);
+             t->math ? " tf32" : "", t->lay, t->force ? " force=" : "", t->force ? t->force : "");
 }
 
 typedef struct hbuf {
@@ -240,6 +235,7 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     if (tc->L > max_l) return 0; /* --max-l: skip long cases */
     if (tc->drop > 0.f && !ref64_fwd_row) return 0; /* dropout needs the ref64 reference */
     case_str(tc, name, sizeof name);
+    if (tc->drop > 0.f) snprintf(name + strlen(name), sizeof name - strlen(name), " drop=%g", (double)tc->drop);
     rng_state = seed;
     const int dt = tc->dtype, D = tc->D, B = tc->B, H = tc->H, L = tc->L;
     const size_t es = dattn_dtype_size(dt);
@@ -803,6 +799,12 @@ static void determinism(uint64_t seed)
     }
 }
 
+/* fp32 tiled-kernel options: --only-f32 runs only f32_cases (with --quick its small subset);
+ * --f32-force NAME pins its cases to DATTN_CUDA_FWD=NAME instead of f32 (e.g. simple: the
+ * same sweep on the old kernel). --max-l N skips cases longer than N (every sweep). */
+static int only_f32;
+static const char *f32_force = "f32";
+
 /* The register-tiled fp32 kernel (src/cuda/fwd_f32.cu). Cases forced with
  * DATTN_CUDA_FWD=f32 (--f32-force NAME: NAME) fail (UNSUPPORTED) instead of falling back to
  * the simple kernel; a few run with DATTN_CUDA_FWD=simple (the old path, same bound). Tiles are 64 x 64:
@@ -955,11 +957,17 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--only-f32")) { /* f32_cases options (see there) */
+            only_f32 = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--f32-force") && i + 1 < argc) {
+            f32_force = argv[++i];
+            continue;
+        }
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--only-f32")) only_f32 = 1; /* just the fp32 tiled-kernel sweep */
-        else if (!strcmp(argv[i], "--f32-force") && i + 1 < argc) f32_force = argv[++i]; /* e.g. simple */
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {

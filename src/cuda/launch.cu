@@ -7,13 +7,17 @@
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
  *       -> tensor-core kernel (fwd_sm80.cuh): the large configuration on sm_90, the
  *       99 KB one elsewhere;
- *   fp32 (either math mode: it computes in IEEE fp32), D in {32, 64, 128}, 16-byte aligned
- *       rows and strides, enough shared memory -> the register-tiled fp32 kernel (fwd_f32.cu);
- *   anything else (other D <= 256, unaligned rows) -> the simple kernel (fwd_simple.cu).
- * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests);
- * DATTN_CUDA_FWD = f32 makes an fp32 call that the tiled fp32 kernel cannot run UNSUPPORTED.
+ *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
+ *       -> the simple kernel (fwd_simple.cu).
+ * The environment variable DATTN_CUDA_FWD = simple | small | big forces a path (tests).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
+ *
+ * fp32 exception to the list above: fp32 (either math mode; it computes IEEE fp32), D in
+ * {32, 64, 128}, 16-byte aligned rows and strides, enough shared memory -> the
+ * register-tiled fp32 kernel (fwd_f32.cu, f32_tiled_ok); other fp32 calls keep the simple
+ * kernel. DATTN_CUDA_FWD=simple forces the simple kernel for fp32 too; DATTN_CUDA_FWD=f32
+ * makes an fp32 call the tiled kernel cannot run UNSUPPORTED (tests).
  *
  * Backward (both paths without atomics, bitwise deterministic):
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
