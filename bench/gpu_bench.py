@@ -18,6 +18,10 @@ mma.sync kernel) in the same run ("*_sm80_ms" keys, "sm80" columns): an A/B in o
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
+
+fp32 A/B (fp32_level; alone: --fp32-only): B=16 H=12 D=64 L in {512, 2048}, v3 positions:
+dattn's register-tiled fp32 kernel vs the simple kernel (DATTN_CUDA_FWD=simple) vs torch
+eager fp32 attention core (matmul + softmax + matmul, TF32 off), IEEE fp32 all.
 """
 import argparse
 import ctypes
@@ -233,6 +237,85 @@ def op_level(lib, shapes, results, quick):
         torch.cuda.empty_cache()
 
 
+def fp32_level(lib, results, quick):
+    """fp32 A/B: dattn tiled fp32 kernel, the simple kernel, torch eager fp32 core."""
+    H, D, S = 12, 64, 256
+    dev = "cuda"
+    old_tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+    def forced(fn, value):
+        def run():
+            old = os.environ.get("DATTN_CUDA_FWD")
+            os.environ["DATTN_CUDA_FWD"] = value
+            try:
+                return fn()
+            finally:
+                if old is None:
+                    del os.environ["DATTN_CUDA_FWD"]
+                else:
+                    os.environ["DATTN_CUDA_FWD"] = old
+        return run
+    rows = []
+    try:
+        for (B, L) in [(16, 512), (16, 2048)]:
+            flops = 4.0 * B * H * L * L * D
+            q, k, v = (torch.randn(B, L, H, D, device=dev) for _ in range(3))
+            pk, pq = (torch.randn(H, 2 * S, D, device=dev) for _ in range(2))
+            f3 = DattnFwd(lib, q, k, v, pk, pq, pos_att=3)
+            f0 = DattnFwd(lib, q, k, v, pk, pq, pos_att=0)
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            sc = 1.0 / math.sqrt(D)
+
+            def eager():
+                s_ = torch.matmul(qt, kt.transpose(-1, -2)) * sc
+                return torch.matmul(torch.softmax(s_, dim=-1), vt)
+            row = dict(B=B, L=L, H=H, D=D, S=S, dtype="fp32", flops=flops)
+            # the tiled kernel must be the default path: a pinned run proves it runs
+            for name, fn, rep_ in (("dattn_f32_ms", forced(f3, "f32"), 100),
+                                   ("dattn_f32_nopos_ms", forced(f0, "f32"), 100),
+                                   ("dattn_default_ms", f3, 100),
+                                   ("dattn_simple_ms", forced(f3, "simple"), 50 if quick else 200),
+                                   ("dattn_simple_nopos_ms", forced(f0, "simple"), 50 if quick else 200),
+                                   ("eager_core_ms", eager, 100)):
+                try:
+                    row[name] = bench(fn, rep=rep_)
+                    row[name.replace("_ms", "_tflops")] = flops / (row[name] * 1e-3) / 1e12
+                except Exception as e:
+                    row[name] = None
+                    row[name + "_error"] = str(e)[:200]
+            # same function: the tiled and simple outputs agree (fp32 rounding only)
+            try:
+                o1 = forced(f3, "f32")().clone()
+                o2 = forced(f3, "simple")().clone()
+                row["max_abs_diff_f32_vs_simple"] = (o1 - o2).abs().max().item()
+            except Exception as e:
+                row["diff_error"] = str(e)[:200]
+            rows.append(row)
+            del q, k, v, pk, pq, f3, f0, qt, kt, vt
+            torch.cuda.empty_cache()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old_tf32
+    results["fp32"] = rows
+
+
+def print_fp32(res):
+    if not res.get("fp32"):
+        return
+    f2 = lambda x: "%9.3f" % x if x else "%9s" % "-"
+    print("%-12s %9s %9s %9s %9s %9s %9s %8s %8s %9s" % (
+        "fp32", "f32", "f32nopos", "default", "simple", "simp-nop", "eager", "f32 TF/s", "x simple", "|f32-simp|"))
+    for r in res["fp32"]:
+        t, s_ = r.get("dattn_f32_ms"), r.get("dattn_simple_ms")
+        print("%-12s %s %s %s %s %s %s %8.1f %8.1f %9.2e" % (
+            "B%d L%d" % (r["B"], r["L"]), f2(t), f2(r.get("dattn_f32_nopos_ms")), f2(r.get("dattn_default_ms")),
+            f2(s_), f2(r.get("dattn_simple_nopos_ms")), f2(r.get("eager_core_ms")),
+            r.get("dattn_f32_tflops") or 0, (s_ / t) if (t and s_) else 0,
+            r.get("max_abs_diff_f32_vs_simple", float("nan"))))
+    print("fp32: ms, B16 H12 D64 v3 c2p|p2c (nopos: none); eager = torch matmul+softmax+matmul fp32 (TF32 off, "
+          "no position terms); TF/s on 4BHL^2D")
+
+
 def memory(lib, results):
     B, L, H, D, S = 16, 8192, 12, 64, 256
     dev = "cuda"
@@ -367,6 +450,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--op-only", action="store_true",
                     help="op-level table only (no memory / encoder parts): A/B runs")
+    ap.add_argument("--fp32-only", action="store_true",
+                    help="only the fp32 A/B (tiled fp32 kernel vs simple kernel vs torch eager)")
     args = ap.parse_args()
     torch.manual_seed(0)
     lib = load_lib()
@@ -389,8 +474,16 @@ def main():
         res["triton"] = triton.__version__
     except Exception:
         pass
+    if args.fp32_only:
+        fp32_level(lib, res, args.quick)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(res, f, indent=1)
+        print_fp32(res)
+        return
     shapes = [(32, 512, 2.0), (8, 2048, 1.5), (2, 8192, 1.3)]
     op_level(lib, shapes, res, args.quick)
+    fp32_level(lib, res, args.quick)
     if not args.op_only:
         memory(lib, res)
         encoder_level(res, args.quick)
@@ -438,6 +531,8 @@ def main():
             if r.get("dattn_graphs_ms"):
                 print("%-16s %10.2f   (packed path replaying CUDA graphs: patch(cuda_graphs=True))"
                       % (k + "+graphs", r["dattn_graphs_ms"]))
+
+    print_fp32(res)
 
 
 if __name__ == "__main__":

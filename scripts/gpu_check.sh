@@ -138,6 +138,23 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   done
 fi
 
+# 2c/3c. the fp32 tiled forward (fwd_f32.cu): registers, SASS (FFMA present, no local
+#     memory), and the fp32 cases of test_cuda_fwd again on the old simple kernel (same
+#     sweep, same bound: the A/B of correctness; the tiled kernel ran them in step 3)
+if [ $TRAIN -eq 0 ]; then
+  grep -E "Compiling entry|registers|spill" "$LOG" | grep -A2 "dattn_fwd_f32_d" >>"$OUT/resources.txt" 2>/dev/null
+  o=build/src/cuda/fwd_f32.o
+  n_ffma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c FFMA)
+  n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
+  echo "$o: FFMA $n_ffma LDL/STL $n_lmem" | tee -a "$OUT/sass.txt" >>"$LOG"
+  printf '%-28s %-14s\n' "sass(fp32: FFMA, no LDL/STL)" "$([ "$n_ffma" -gt 0 ] && [ "$n_lmem" -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
+  if [ -x build/tests/test_cuda_fwd ]; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
+    else step "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
+fi
+
 # 5a. (correctness before timings) SPEC acceptance rule against transformers' eager path on this GPU (forward)
 [ $TRAIN -eq 1 ] || step "parity(transformers,cuda)" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
   python3 bench/gpu_parity.py --json "$OUT/parity.json"

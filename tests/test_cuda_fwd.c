@@ -164,6 +164,7 @@ typedef struct tcase {
     int sample;          /* 0: check every row; else this many rows per (b, h) */
     const char *force;   /* DATTN_CUDA_FWD */
     int maxlen_short;    /* packed: the longest sequence is shorter than seqlen */
+    float drop;          /* dropout_p (needs ref64, which applies dattn_dropout_keep) */
 } tcase;
 
 /* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
@@ -254,7 +255,9 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
 {
     char name[256];
     if (tc->L > max_l) return 0; /* --max-l: skip long cases */
+    if (tc->drop > 0.f && !ref64_fwd_row) return 0; /* dropout needs the ref64 reference */
     case_str(tc, name, sizeof name);
+    if (tc->drop > 0.f) snprintf(name + strlen(name), sizeof name - strlen(name), " drop=%g", (double)tc->drop);
     rng_state = seed;
     const int dt = tc->dtype, D = tc->D, B = tc->B, H = tc->H, L = tc->L;
     const size_t es = dattn_dtype_size(dt);
@@ -269,6 +272,11 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     p.max_relative_positions = tc->M;
     p.padded_rows = tc->padrows;
     p.fp32_math = tc->math;
+    if (tc->drop > 0.f) {
+        p.dropout_p = tc->drop;
+        p.dropout_seed = rnd64();
+        p.dropout_offset = rnd64();
+    }
     p.batch = B;
     p.seqlen = L;
     p.heads = H;
@@ -619,7 +627,7 @@ static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
     a.packed = 1;
     run_out ro;
     memset(&ro, 0, sizeof ro);
-    if (run_case(&a, seed, &ro, lens)) {
+    if (run_case(&a, seed, &ro, lens) || !ro.out) { /* failed, or skipped (--max-l) */
         free(ro.out);
         free(ro.lse);
         for (int t = 0; t < 5; t++) free(ro.in[t]);
@@ -815,10 +823,172 @@ static void determinism(uint64_t seed)
     }
 }
 
+/* fp32 tiled-kernel options: --only-f32 runs only f32_cases (with --quick its small subset);
+ * --f32-force NAME pins its cases to DATTN_CUDA_FWD=NAME instead of f32 (e.g. simple: the
+ * same sweep on the old kernel). --max-l N skips cases longer than N (every sweep). */
+static int only_f32;
+static const char *f32_force = "f32";
+
+/* The register-tiled fp32 kernel (src/cuda/fwd_f32.cu). Cases forced with
+ * DATTN_CUDA_FWD=f32 (--f32-force NAME: NAME) fail (UNSUPPORTED) instead of falling back to
+ * the simple kernel; a few run with DATTN_CUDA_FWD=simple (the old path, same bound). Tiles are 64 x 64:
+ * L across 64-multiples; positions v3 log (band tiles up to |i - j| ~ 506, saturated
+ * beyond: L >= 600), linear S = 128 (saturated beyond 128) and small log (saturated beyond
+ * ~60: every class at L ~ 130+), each term alone and none (plain tiles). */
+static void f32_cases(int q, uint64_t *cs)
+{
+#define F32_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
+    if (q) {
+        for (int di = 0; di < 3; di++) {
+            const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+            tcase t = base_case(DATTN_F32, D, 2, 2, 150);
+            t.mask = di == 1 ? MASK_HOLES : MASK_RIGHT;
+            set_pos(&t, 2);
+            t.force = f32_force;
+            run_case(&t, F32_NEXT, NULL, NULL);
+        }
+        tcase t = base_case(DATTN_F32, 64, 3, 2, 140);
+        t.packed = 1;
+        set_pos(&t, 2);
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+        t = base_case(DATTN_F32, 64, 2, 2, 130);
+        t.mask = MASK_HOLES;
+        t.drop = 0.3f;
+        set_pos(&t, 2);
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+        return;
+    }
+    /* 1. L across tile edges, all rows: D x L, cycling masks, positions, terms, padded-row
+     *    modes, strided (fused qkv, padded out / lse rows) layouts */
+    static const int Ls[] = {1, 2, 7, 63, 64, 65, 127, 128, 129, 191, 255, 257, 513, 700, 1031};
+    const int nL = (int)(sizeof Ls / sizeof Ls[0]);
+    int cyc = 0;
+    for (int di = 0; di < 3; di++)
+        for (int li = 0; li < nL; li++, cyc++) {
+            const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+            tcase t = base_case(DATTN_F32, D, 2, 2, Ls[li]);
+            t.mask = cyc % MASK_KINDS;
+            set_pos(&t, cyc % 3);
+            t.pos_att = (cyc / 3) % 4 == 0 ? 3 : (cyc / 3) % 4 == 3 ? 0 : (cyc / 3) % 4;
+            t.padrows = (cyc / 2) % 2;
+            if (cyc % 4 == 3) t.lay = LAY_FUSED;
+            t.math = cyc % 5 == 1;
+            t.force = f32_force;
+            run_case(&t, F32_NEXT, NULL, NULL);
+        }
+    /* 2. each term alone, both and none, every position kind, at a length with every tile
+     *    class (v3: band up to ~506, then saturated) */
+    for (int pk = 0; pk < 3; pk++)
+        for (int pa = 0; pa < 4; pa++) {
+            tcase t = base_case(DATTN_F32, 64, 2, 2, pk == 0 ? 700 : 300);
+            set_pos(&t, pk);
+            t.pos_att = pa;
+            t.mask = pa % 2 ? MASK_RIGHT : MASK_NONE;
+            t.force = f32_force;
+            run_case(&t, F32_NEXT, NULL, NULL);
+        }
+    /* 3. every mask x padded-row mode, strided layouts */
+    for (int m = 0; m < MASK_KINDS; m++)
+        for (int pr = 0; pr < 2; pr++) {
+            tcase t = base_case(DATTN_F32, m % 3 == 0 ? 32 : m % 3 == 1 ? 64 : 128, 3, 2, 333);
+            t.mask = m;
+            t.padrows = pr;
+            t.lay = pr ? LAY_FUSED : LAY_CONTIG;
+            set_pos(&t, (m + pr) % 3);
+            t.force = f32_force;
+            run_case(&t, F32_NEXT, NULL, NULL);
+        }
+    /* 4. packed (varlen), max_seqlen > the longest sequence, fused layout; packed == padded */
+    for (int k = 0; k < 6; k++) {
+        tcase t = base_case(DATTN_F32, k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128, 5, 2, k < 3 ? 300 : 800);
+        t.packed = 1;
+        set_pos(&t, k % 3);
+        t.maxlen_short = k == 4;
+        t.lay = k == 5 ? LAY_FUSED : LAY_CONTIG;
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+    }
+    for (int k = 0; k < 3; k++)
+        packed_vs_padded(DATTN_F32, k == 0 ? 32 : k == 1 ? 64 : 128, k == 1 ? 700 : 260, k, F32_NEXT);
+    /* 5. dropout: masks (HF padded rows go to the padrows kernel), ZERO rows, packed,
+     *    saturated and band tiles, every D */
+    for (int k = 0; k < 6; k++) {
+        tcase t = base_case(DATTN_F32, k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128, 3, 2, k < 3 ? 200 : 650);
+        t.drop = k % 2 ? 0.1f : 0.4f;
+        t.mask = k == 0 ? MASK_HOLES : k == 1 ? MASK_LEFT : k == 2 ? MASK_ALLPAD : MASK_RIGHT;
+        t.padrows = k == 3;
+        t.packed = k == 4;
+        set_pos(&t, k % 3);
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+    }
+    /* 6. the old simple kernel on the same kinds of cases (DATTN_CUDA_FWD=simple), and
+     *    unaligned rows (the library falls back to the simple kernel by itself) */
+    for (int k = 0; k < 3; k++) {
+        tcase t = base_case(DATTN_F32, k == 0 ? 32 : k == 1 ? 64 : 128, 2, 2, k == 1 ? 700 : 200);
+        t.mask = k == 1 ? MASK_HOLES : MASK_LEFT;
+        set_pos(&t, k);
+        t.force = "simple";
+        run_case(&t, F32_NEXT, NULL, NULL);
+    }
+    {
+        tcase t = base_case(DATTN_F32, 64, 2, 2, 200);
+        t.lay = LAY_UNALIGNED;
+        t.mask = MASK_HOLES;
+        run_case(&t, F32_NEXT, NULL, NULL);
+    }
+    /* 7. longer: all rows at 2049 (v3: mostly saturated tiles), sampled rows at 8K */
+    {
+        tcase t = base_case(DATTN_F32, 64, 1, 2, 2049);
+        t.mask = MASK_RIGHT;
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+        t = base_case(DATTN_F32, 128, 1, 2, 8192);
+        t.sample = 32;
+        t.mask = MASK_HOLES;
+        t.force = f32_force;
+        run_case(&t, F32_NEXT, NULL, NULL);
+    }
+    /* 8. determinism: the same fp32 call twice, bitwise */
+    {
+        tcase t = base_case(DATTN_F32, 64, 2, 3, 777);
+        t.mask = MASK_HOLES;
+        t.force = f32_force;
+        run_out r1, r2;
+        memset(&r1, 0, sizeof r1);
+        memset(&r2, 0, sizeof r2);
+        const uint64_t sd = F32_NEXT;
+        run_case(&t, sd, &r1, NULL);
+        run_case(&t, sd, &r2, NULL);
+        if (!r1.out || !r2.out || memcmp(r1.out, r2.out, r1.out_bytes) || memcmp(r1.lse, r2.lse, r1.lse_bytes)) {
+            printf("FAIL determinism (f32): two identical calls differ\n");
+            n_fail++;
+        } else {
+            n_pass++;
+        }
+        free(r1.out); free(r1.lse); free(r2.out); free(r2.lse);
+        for (int k = 0; k < 5; k++) {
+            free(r1.in[k]);
+            free(r2.in[k]);
+        }
+    }
+#undef F32_NEXT
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 0;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--only-f32")) { /* f32_cases options (see there) */
+            only_f32 = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--f32-force") && i + 1 < argc) {
+            f32_force = argv[++i];
+            continue;
+        }
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
@@ -856,6 +1026,11 @@ int main(int argc, char **argv)
 
     api_checks();
 
+    if (only_f32) {
+        f32_cases(quick, &cs);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
     if (quick) {
         /* small shapes for compute-sanitizer: every path once */
         const int dts[2] = {DATTN_F16, DATTN_BF16};
@@ -886,6 +1061,7 @@ int main(int argc, char **argv)
         t.padrows = DATTN_PADROWS_ZERO;
         t.mask = MASK_ALLPAD;
         run_case(&t, NEXT, NULL, NULL);
+        f32_cases(1, &cs);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
@@ -991,6 +1167,7 @@ int main(int argc, char **argv)
         run_case(&t, NEXT, NULL, NULL);
     }
     determinism(NEXT);
+    f32_cases(0, &cs);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -22,6 +22,12 @@
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
+ * fp32 exception to the list above: fp32 (either math mode; it computes IEEE fp32), D in
+ * {32, 64, 128}, 16-byte aligned rows and strides, enough shared memory -> the
+ * register-tiled fp32 kernel (fwd_f32.cu, f32_tiled_ok); other fp32 calls keep the simple
+ * kernel. DATTN_CUDA_FWD=simple forces the simple kernel for fp32 too; DATTN_CUDA_FWD=f32
+ * makes an fp32 call the tiled kernel cannot run UNSUPPORTED (tests).
+ *
  * Backward (both paths without atomics, bitwise deterministic):
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
@@ -60,6 +66,10 @@ extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype,
                                              float *vmean, float *kps, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_fwd_padrows_drop(const dattn_fwd_args *a, int dtype, int grid_x,
                                                      int grid_y, int grid_z, cudaStream_t stream);
+extern "C" int dattn_f32_smem(int D);
+extern "C" int dattn_f32_rows(void);
+extern "C" cudaError_t dattn_launch_fwd_f32(const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z,
+                                            cudaStream_t stream);
 extern "C" size_t dattn_bwd_dq_smem(int D);
 extern "C" size_t dattn_bwd_dkdv_smem(int D);
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
@@ -486,6 +496,24 @@ static void fill_fwd_args(const dattn_call *c, const slot_cache *sc, dattn_fwd_a
     }
 }
 
+/* The register-tiled fp32 kernel (fwd_f32.cu) takes the call: fp32, D in {32, 64, 128}, every
+ * row 16-byte aligned (pointers and strides), its shared memory available, and not forced
+ * off (DATTN_CUDA_FWD=simple). */
+static int f32_tiled_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_info *di, const char *force)
+{
+    if (c->p->dtype != DATTN_F32 || !(c->D == 32 || c->D == 64 || c->D == 128)) return 0;
+    if (force && !strcmp(force, "simple")) return 0;
+    if (dattn_f32_smem((int)c->D) > di->smem_optin) return 0;
+    const int64_t st[12] = {a.q_sb, a.q_sl, a.q_sh, a.k_sb, a.k_sl, a.k_sh,
+                            a.v_sb, a.v_sl, a.v_sh, a.o_sb, a.o_sl, a.o_sh};
+    for (int t = 0; t < 12; t++)
+        if (st[t] % 4) return 0;
+    if (!al16(a.q) || !al16(a.k) || !al16(a.v) || !al16(a.out)) return 0;
+    if (c->c2p && (!al16(a.pk) || a.pk_sh % 4 || a.pk_ss % 4)) return 0;
+    if (c->p2c && (!al16(a.pq) || a.pq_sh % 4 || a.pq_ss % 4)) return 0;
+    return 1;
+}
+
 static dattn_status fwd_on_device(const dattn_call *c, int dev)
 {
     const dattn_params *p = c->p;
@@ -542,7 +570,12 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
             if (!lf || smem > di.smem_optin) tc = 0;
         }
     }
-    if (!tc && dattn_simple_smem((int)c->D) > (size_t)di.smem_optin)
+    const int f32t = !tc && f32_tiled_ok(c, a, &di, force);
+    if (force && !strcmp(force, "f32") && !f32t) /* tests: the fp32 tiled kernel or nothing */
+        return dattn_set_error(DATTN_UNSUPPORTED, "DATTN_CUDA_FWD=f32: the fp32 tiled forward needs fp32, "
+                                                  "head_dim 32/64/128, 16-byte aligned rows and %d bytes "
+                                                  "of shared memory", dattn_f32_smem((int)c->D));
+    if (!tc && !f32t && dattn_simple_smem((int)c->D) > (size_t)di.smem_optin)
         return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld needs more shared memory than "
                                                   "this GPU has", (long long)c->D);
 
@@ -566,6 +599,14 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
+        if (e == cudaSuccess && a.drop_thr && a.hf && a.mask) {
+            const int rows = dattn_simple_rows();
+            e = dattn_launch_fwd_padrows_drop(&a, dt, (int)((c->L + rows - 1) / rows), (int)c->H,
+                                              (int)c->B, stream);
+        }
+    } else if (f32t) {
+        const int64_t gx = (c->L + dattn_f32_rows() - 1) / dattn_f32_rows();
+        e = dattn_launch_fwd_f32(&a, (int)gx, (int)c->H, (int)c->B, stream);
         if (e == cudaSuccess && a.drop_thr && a.hf && a.mask) {
             const int rows = dattn_simple_rows();
             e = dattn_launch_fwd_padrows_drop(&a, dt, (int)((c->L + rows - 1) / rows), (int)c->H,

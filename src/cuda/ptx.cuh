@@ -77,6 +77,9 @@ DATTN_DEV void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" :
 
 DATTN_DEV void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+/* Waits until at most one committed group (the newest) is still in flight. */
+DATTN_DEV void cp_async_wait_1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
+
 DATTN_DEV float ex2f(float x)
 {
     float y;

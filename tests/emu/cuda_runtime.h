@@ -46,6 +46,18 @@ static inline float2 make_float2(float x, float y)
     r.y = y;
     return r;
 }
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+static inline float4 make_float4(float x, float y, float z, float w)
+{
+    float4 r;
+    r.x = x;
+    r.y = y;
+    r.z = z;
+    r.w = w;
+    return r;
+}
 
 const dim3 &emu_thread_idx(void);
 extern dim3 emu_blockIdx, emu_blockDim, emu_gridDim;

@@ -114,6 +114,7 @@ DATTN_DEV void cp_async4(uint32_t saddr, const void *gptr, int src_bytes)
 
 DATTN_DEV void cp_async_commit(void) {}
 DATTN_DEV void cp_async_wait_all(void) {}
+DATTN_DEV void cp_async_wait_1(void) {}
 
 DATTN_DEV float ex2f(float x) { return exp2f(x); }
 DATTN_DEV float lg2f(float x) { return log2f(x); }
