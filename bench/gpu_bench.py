@@ -12,9 +12,10 @@ against the output size.
 Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
 package imports, else it is reported as skipped.
 
-Kernel path: on compute capability 9.0 the library runs the Hopper wgmma kernel for
-fp16/bf16 D=64; every op-level figure is also measured with DATTN_CUDA_FWD=sm80 (the
-mma.sync kernel) in the same run ("*_sm80_ms" keys, "sm80" columns): an A/B in one call.
+Kernel path: the library's default is the mma.sync kernel (sm80) everywhere; every
+op-level figure is also measured with DATTN_CUDA_FWD=sm90n128 and sm90n64 (the Hopper wgmma
+kernel, 128- / 64-key tiles; opt-in, see launch.cu DATTN_SM90_DEFAULT) in the same run
+("*_sm90_ms" / "*_n64_ms" keys, "sm90" / "n64" columns): an A/B in one call.
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
@@ -187,9 +188,9 @@ def op_level(lib, shapes, results, quick):
             except Exception as e:  # a backend may be missing
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
-        # the same calls on the mma.sync kernel (A/B against the default path)
-        for name, fn, path in (("dattn_sm80_ms", lambda: nxt()["f3"](), "sm80"),
-                               ("dattn_nopos_sm80_ms", lambda: nxt()["f0"](), "sm80"),
+        # the same calls on the wgmma kernel (A/B against the default path)
+        for name, fn, path in (("dattn_sm90_ms", lambda: nxt()["f3"](), "sm90n128"),
+                               ("dattn_nopos_sm90_ms", lambda: nxt()["f0"](), "sm90n128"),
                                ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
                                ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64")):
             try:
@@ -197,7 +198,7 @@ def op_level(lib, shapes, results, quick):
             except Exception as e:
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
-        for name in ("dattn_ms", "dattn_nopos_ms", "dattn_sm80_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
+        for name in ("dattn_ms", "dattn_nopos_ms", "dattn_sm90_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
             t = row.get(name)
             row[name.replace("_ms", "_tflops")] = flops / (t * 1e-3) / 1e12 if t else None
         if row.get("dattn_ms") and row.get("sdpa_flash_ms"):
@@ -212,7 +213,10 @@ def op_level(lib, shapes, results, quick):
         s = nxt()
         fsat = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"][:, :8].contiguous(), s["pq"][:, :8].contiguous(), pb=4, M=8)
         row["dattn_satmost_ms"] = bench(fsat, rep=100)
-        row["dattn_satmost_sm80_ms"] = bench_forced(fsat, "sm80", rep=100)
+        try:
+            row["dattn_satmost_sm90_ms"] = bench_forced(fsat, "sm90n128", rep=100)
+        except Exception:
+            row["dattn_satmost_sm90_ms"] = None
         try:
             row["dattn_satmost_n64_ms"] = bench_forced(fsat, "sm90n64", rep=100)
         except Exception as e:
@@ -221,7 +225,10 @@ def op_level(lib, shapes, results, quick):
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
         row["dattn_allband_ms"] = bench(fband, rep=100)
-        row["dattn_allband_sm80_ms"] = bench_forced(fband, "sm80", rep=100)
+        try:
+            row["dattn_allband_sm90_ms"] = bench_forced(fband, "sm90n128", rep=100)
+        except Exception:
+            row["dattn_allband_sm90_ms"] = None
         try:
             row["dattn_allband_n64_ms"] = bench_forced(fband, "sm90n64", rep=100)
         except Exception as e:
@@ -463,7 +470,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90 (wgmma, 128-key tiles)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm80"))
+                                 ("sm90 (wgmma, 128-key tiles)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm90n128"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                        capture_output=True, text=True, timeout=20).stdout.strip()
@@ -502,20 +509,20 @@ def main():
     m = res.get("memory")
     if m: print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
         m["extra_bytes"] / 1e6, m["out_bytes"] / 1e6, m["ratio"], m["time_ms"]))
-    print("%-14s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "diag:sat", "allband", "sm80", "nopos80",
-                                                "sat80", "band80", "nopos/fl"))
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "diag:sat", "allband", "sm90", "nopos90",
+                                                "sat90", "band90", "nopos/fl"))
     for r in res["op"]:
         print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.2f" % (
             "B%d L%d" % (r["B"], r["L"]), r.get("dattn_satmost_ms") or 0,
-            r.get("dattn_allband_ms") or 0, r.get("dattn_sm80_ms") or 0,
-            r.get("dattn_nopos_sm80_ms") or 0, r.get("dattn_satmost_sm80_ms") or 0,
-            r.get("dattn_allband_sm80_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
+            r.get("dattn_allband_ms") or 0, r.get("dattn_sm90_ms") or 0,
+            r.get("dattn_nopos_sm90_ms") or 0, r.get("dattn_satmost_sm90_ms") or 0,
+            r.get("dattn_allband_sm90_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
     print("%-14s %9s %9s %9s %9s" % ("shape", "n64", "nopos64", "sat64", "band64"))
     for r in res["op"]:
         print("%-14s %9.3f %9.3f %9.3f %9.3f" % (
             "B%d L%d" % (r["B"], r["L"]), r.get("dattn_n64_ms") or 0, r.get("dattn_nopos_n64_ms") or 0,
             r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0))
-    print("default path: %s; same run: sm80 columns DATTN_CUDA_FWD=sm80 (mma.sync kernel), "
+    print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:

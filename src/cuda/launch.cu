@@ -5,7 +5,8 @@
  * Kernel choice for a forward call:
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
- *       -> on compute capability 9.0 with D = 64 or 128: the Hopper wgmma kernel
+ *       -> on compute capability 9.0 with D = 64 or 128 and DATTN_SM90_DEFAULT (off: it
+ *          measured slower than the mma.sync kernel): the Hopper wgmma kernel
  *          (fwd_sm90.cuh, instances_sm90.def);
  *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
  *          sm_90, the 99 KB one elsewhere;
@@ -397,6 +398,14 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
     return NULL;
 }
 
+/* Whether the wgmma kernel is the default forward on compute capability 9.0. Off: on the
+ * H200 (2026-11-30, bench/results/gpu-2026-11-30-sm90/) it measured 3-14% SLOWER than the
+ * mma.sync kernel with the position terms and 13-19% slower without them, so it runs only
+ * when DATTN_CUDA_FWD=sm90|sm90n64|sm90n128 asks for it (tests and A/B benchmarks). */
+#ifndef DATTN_SM90_DEFAULT
+#define DATTN_SM90_DEFAULT 0
+#endif
+
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
 #define SM90_BN 128
 
@@ -550,8 +559,10 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (force && !strcmp(force, "small")) big = 0;
     int bm = 0, smem = 0;
     fwd_launcher lf = NULL;
-    /* Hopper: the wgmma kernel unless a mma.sync / simple path is forced */
-    if (tc && di.major == 9 && di.minor == 0 && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))) {
+    /* Hopper: the wgmma kernel when DATTN_SM90_DEFAULT says so (and no mma.sync / simple
+     * path is forced), or when DATTN_CUDA_FWD=sm90* asks for it */
+    if (tc && di.major == 9 && di.minor == 0 &&
+        (force_sm90 || (DATTN_SM90_DEFAULT && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
         lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, &bm, &smem);
         if (!lf) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, &bm, &smem);
         if (lf && smem > di.smem_optin) lf = NULL;
