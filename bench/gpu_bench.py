@@ -13,9 +13,10 @@ Encoder level needs the Python layer (python/dattn with dattn.patch); it runs wh
 package imports, else it is reported as skipped.
 
 Kernel path: the library's default is the mma.sync kernel (sm80) everywhere; every
-op-level figure is also measured with DATTN_CUDA_FWD=sm90n128 and sm90n64 (the Hopper wgmma
-kernel, 128- / 64-key tiles; opt-in, see launch.cu DATTN_SM90_DEFAULT) in the same run
-("*_sm90_ms" / "*_n64_ms" keys, "sm90" / "n64" columns): an A/B in one call.
+op-level figure is also measured with DATTN_CUDA_FWD=sm90n128, sm90n64 and sm90w1 (the Hopper
+wgmma kernel, 128- / 64-key tiles, and its one-warpgroup two-CTAs-per-SM instance; opt-in, see
+launch.cu DATTN_SM90_DEFAULT) in the same run ("*_sm90_ms" / "*_n64_ms" / "*_w1_ms" keys,
+"sm90" / "n64" / "w1" columns): an A/B in one call.
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
@@ -192,7 +193,9 @@ def op_level(lib, shapes, results, quick):
         for name, fn, path in (("dattn_sm90_ms", lambda: nxt()["f3"](), "sm90n128"),
                                ("dattn_nopos_sm90_ms", lambda: nxt()["f0"](), "sm90n128"),
                                ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
-                               ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64")):
+                               ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64"),
+                               ("dattn_w1_ms", lambda: nxt()["f3"](), "sm90w1"),
+                               ("dattn_nopos_w1_ms", lambda: nxt()["f0"](), "sm90w1")):
             try:
                 row[name] = bench_forced(fn, path, rep=100 if quick else 300)
             except Exception as e:
@@ -221,6 +224,10 @@ def op_level(lib, shapes, results, quick):
             row["dattn_satmost_n64_ms"] = bench_forced(fsat, "sm90n64", rep=100)
         except Exception as e:
             row["dattn_satmost_n64_ms"] = None
+        try:
+            row["dattn_satmost_w1_ms"] = bench_forced(fsat, "sm90w1", rep=100)
+        except Exception as e:
+            row["dattn_satmost_w1_ms"] = None
         pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
@@ -233,6 +240,10 @@ def op_level(lib, shapes, results, quick):
             row["dattn_allband_n64_ms"] = bench_forced(fband, "sm90n64", rep=100)
         except Exception as e:
             row["dattn_allband_n64_ms"] = None
+        try:
+            row["dattn_allband_w1_ms"] = bench_forced(fband, "sm90w1", rep=100)
+        except Exception as e:
+            row["dattn_allband_w1_ms"] = None
         del fsat, fband, pkl, pql
         # a padded variant: half the rows padding (right), HF rows
         m = torch.ones(B, L, dtype=torch.uint8, device=dev)
@@ -517,13 +528,18 @@ def main():
             r.get("dattn_allband_ms") or 0, r.get("dattn_sm90_ms") or 0,
             r.get("dattn_nopos_sm90_ms") or 0, r.get("dattn_satmost_sm90_ms") or 0,
             r.get("dattn_allband_sm90_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
-    print("%-14s %9s %9s %9s %9s" % ("shape", "n64", "nopos64", "sat64", "band64"))
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "n64", "nopos64", "sat64", "band64",
+                                                     "w1", "nopos_w1", "sat_w1", "band_w1"))
     for r in res["op"]:
-        print("%-14s %9.3f %9.3f %9.3f %9.3f" % (
+        print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f" % (
             "B%d L%d" % (r["B"], r["L"]), r.get("dattn_n64_ms") or 0, r.get("dattn_nopos_n64_ms") or 0,
-            r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0))
+            r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0,
+            r.get("dattn_w1_ms") or 0, r.get("dattn_nopos_w1_ms") or 0,
+            r.get("dattn_satmost_w1_ms") or 0, r.get("dattn_allband_w1_ms") or 0))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
-          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles)" % res["dattn_default_path"])
+          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), w1 columns DATTN_CUDA_FWD=sm90w1 "
+          "(wgmma, one warpgroup, 2 CTAs/SM); compare dattn / nopos / diag:sat / allband (default, "
+          "sm80)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

@@ -117,9 +117,10 @@ done
 # 3b. the forward sweep again with the opt-in Hopper wgmma kernel pinned (the default run
 #     above is the mma.sync kernel, DATTN_SM90_DEFAULT=0 in launch.cu): --path sm90 (128-key
 #     tiles; a D=64/128 fp16/bf16 case it cannot run fails instead of falling back) and
-#     --path sm90n64 (its 64-key tiles)
+#     --path sm90n64 (its 64-key tiles), --path sm90w1 (one warpgroup per CTA, two CTAs per
+#     SM, the mma.sync kernel's geometry; D = 128 runs the two-warpgroup instance)
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in sm90 sm90n64; do
+  for pth in sm90 sm90n64 sm90w1; do
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
     else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"

@@ -253,10 +253,13 @@ template <int D, int NW, int MS, int BN, int BF, int V90 = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90> G;
-    static_assert(!V90 || (DATTN_FWD_HAVE_SM90 && NW == 8 && MS == 1 &&
-                           ((D == 64 && (BN == 64 || BN == 128)) || (D == 128 && BN == 64))),
-                  "the wgmma variant: two warpgroups of one 16-row strip per warp; D = 64 with "
-                  "BN = 64 | 128, D = 128 with BN = 64");
+    static_assert(!V90 || (DATTN_FWD_HAVE_SM90 &&
+                           ((NW == 8 && MS == 1 &&
+                             ((D == 64 && (BN == 64 || BN == 128)) || (D == 128 && BN == 64))) ||
+                            (NW == 4 && MS == 2 && D == 64 && BN == 64))),
+                  "the wgmma variant: two warpgroups of one 16-row strip per warp (D = 64 with "
+                  "BN = 64 | 128, D = 128 with BN = 64), or one warpgroup of two strips per warp "
+                  "(D = 64, BN = 64: the mma.sync kernel's geometry, two CTAs per SM)");
     extern __shared__ __align__(128) char smem_raw[];
     /* V90: the swizzle atoms of the K / V tiles must sit on 1024-byte boundaries */
     char *smem = V90 ? smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u) : smem_raw;
@@ -509,9 +512,15 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 #if DATTN_FWD_HAVE_SM90
             wgmma_fence();
 #pragma unroll
-            for (int ks = 0; ks < G::KS; ks++)
-                wgmma_rs<BN, BF, 0>(s[0], qf[0][ks], desc_kmajor(sK, BN, 0, ks), 1);
-            wgmma_commit();
+            for (int ms = 0; ms < MS; ms++) {
+                /* one commit group per strip: strip 0's softmax starts while strip 1's
+                 * product is still in flight (wait<MS - 1 - ms> below) */
+#pragma unroll
+                for (int ks = 0; ks < G::KS; ks++)
+                    wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks], desc_kmajor(sK, BN, 0, ks), 1);
+                wgmma_commit();
+                reg_fence(s[ms]);
+            }
 #endif
         }
 
@@ -568,7 +577,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
             __syncthreads();
-            if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); reg_fence(s[0]));
+            if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); for (int ms_ = 0; ms_ < MS; ms_++) reg_fence(s[ms_]));
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
                 /* rows wr0 + 16 ms + g (+8) have bit 2 = bit 2 of g: column 8 nb + 2c is
@@ -589,7 +598,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         }
 
-        if constexpr (V90) DATTN_FWD_SM90_ONLY(wgmma_wait<0>(); reg_fence(s[0]));
+        /* V90: the wait for the score product is in the softmax loop, per strip */
 
         /* key validity: padding mask and the end of the sequence */
         uint64_t vbits, vbits2 = ~0ull; /* keys 0 .. 63, 64 .. 127 (BN = 128 only) */
@@ -608,7 +617,8 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             if (BN > 64) vbits2 = lim >= 128 ? ~0ull : lim <= 64 ? 0ull : ((1ull << (lim - 64)) - 1ull);
         }
         const uint64_t full_mask = BN > 64 ? ~0ull : ~0ull >> (64 - (BN > 64 ? 64 : BN));
-        if ((vbits & full_mask) != full_mask || (BN > 64 && vbits2 != ~0ull)) {
+        const int part_tile = (vbits & full_mask) != full_mask || (BN > 64 && vbits2 != ~0ull);
+        if (!V90 && part_tile) {
             const uint64_t vs = vbits >> (2 * c), vs2 = vbits2 >> (2 * c);
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++)
@@ -623,6 +633,23 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         /* online softmax (log2 domain) */
 #pragma unroll
         for (int ms = 0; ms < MS; ms++) {
+            if constexpr (V90) {
+                /* strip ms's score product (its own commit group) has landed; then the
+                 * key-validity mask of that strip */
+#if DATTN_FWD_HAVE_SM90
+                if (MS == 2 && ms == 0) wgmma_wait<1>();
+                else wgmma_wait<0>();
+                reg_fence(s[ms]);
+#endif
+                if (part_tile) {
+                    const uint64_t vs = vbits >> (2 * c), vs2 = vbits2 >> (2 * c);
+#pragma unroll
+                    for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++)
+                            if (!(((nb < 8 ? vs : vs2) >> (8 * (nb & 7) + (e & 1))) & 1ull)) s[ms][nb][e] = neg_inf();
+                }
+            }
             float radd[2] = {0.f, 0.f};
             if (a.c2p && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN)) {
                 const float *cs = scs + (cls == DATTN_CLS_SATN ? G::BM : 0) + wr0 + 16 * ms + g;
@@ -714,21 +741,26 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
              * buffer is reloaded after the next barrier and o is rescaled by the next
              * softmax. */
 #if DATTN_FWD_HAVE_SM90
-            uint32_t pa[BN / 16][4];
+            uint32_t pa[MS][BN / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++) {
-                pa[kk][0] = pack2<BF>(s[0][2 * kk][0], s[0][2 * kk][1]);
-                pa[kk][1] = pack2<BF>(s[0][2 * kk][2], s[0][2 * kk][3]);
-                pa[kk][2] = pack2<BF>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-                pa[kk][3] = pack2<BF>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
-            }
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++) {
+                    pa[ms][kk][0] = pack2<BF>(s[ms][2 * kk][0], s[ms][2 * kk][1]);
+                    pa[ms][kk][1] = pack2<BF>(s[ms][2 * kk][2], s[ms][2 * kk][3]);
+                    pa[ms][kk][2] = pack2<BF>(s[ms][2 * kk + 1][0], s[ms][2 * kk + 1][1]);
+                    pa[ms][kk][3] = pack2<BF>(s[ms][2 * kk + 1][2], s[ms][2 * kk + 1][3]);
+                }
             wgmma_fence();
 #pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
-                wgmma_rs<D, BF, 1>(o[0], pa[kk], desc_mnmajor(sV, BN, kk), 1);
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int kk = 0; kk < BN / 16; kk++)
+                    wgmma_rs<D, BF, 1>(o[ms], pa[ms][kk], desc_mnmajor(sV, BN, kk), 1);
             wgmma_commit();
             wgmma_wait<0>();
-            reg_fence(o[0]);
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) reg_fence(o[ms]);
 #endif
         }
         /* O += P V: each V fragment feeds MS strips */
