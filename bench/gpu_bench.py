@@ -13,10 +13,11 @@ Encoder level needs the Python layer (python/dattn with dattn.patch); it runs wh
 package imports, else it is reported as skipped.
 
 Kernel path: the library's default is the mma.sync kernel (sm80) everywhere; every
-op-level figure is also measured with DATTN_CUDA_FWD=sm90n128, sm90n64 and sm90w1 (the Hopper
-wgmma kernel, 128- / 64-key tiles, and its one-warpgroup two-CTAs-per-SM instance; opt-in, see
-launch.cu DATTN_SM90_DEFAULT) in the same run ("*_sm90_ms" / "*_n64_ms" / "*_w1_ms" keys,
-"sm90" / "n64" / "w1" columns): an A/B in one call.
+op-level figure is also measured with DATTN_CUDA_FWD=sm90n128, sm90n64, sm90w1 and sm90w1ov
+(the Hopper wgmma kernel, 128- / 64-key tiles, its one-warpgroup two-CTAs-per-SM instance, and
+that one with the next K side loaded during the softmax; opt-in, see launch.cu
+DATTN_SM90_DEFAULT) in the same run ("*_sm90_ms" / "*_n64_ms" / "*_w1_ms" / "*_w1ov_ms" keys,
+"sm90" / "n64" / "w1" / "w1ov" columns): an A/B in one call.
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
@@ -195,7 +196,9 @@ def op_level(lib, shapes, results, quick):
                                ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
                                ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64"),
                                ("dattn_w1_ms", lambda: nxt()["f3"](), "sm90w1"),
-                               ("dattn_nopos_w1_ms", lambda: nxt()["f0"](), "sm90w1")):
+                               ("dattn_nopos_w1_ms", lambda: nxt()["f0"](), "sm90w1"),
+                               ("dattn_w1ov_ms", lambda: nxt()["f3"](), "sm90w1ov"),
+                               ("dattn_nopos_w1ov_ms", lambda: nxt()["f0"](), "sm90w1ov")):
             try:
                 row[name] = bench_forced(fn, path, rep=100 if quick else 300)
             except Exception as e:
@@ -228,6 +231,10 @@ def op_level(lib, shapes, results, quick):
             row["dattn_satmost_w1_ms"] = bench_forced(fsat, "sm90w1", rep=100)
         except Exception as e:
             row["dattn_satmost_w1_ms"] = None
+        try:
+            row["dattn_satmost_w1ov_ms"] = bench_forced(fsat, "sm90w1ov", rep=100)
+        except Exception as e:
+            row["dattn_satmost_w1ov_ms"] = None
         pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
@@ -244,6 +251,10 @@ def op_level(lib, shapes, results, quick):
             row["dattn_allband_w1_ms"] = bench_forced(fband, "sm90w1", rep=100)
         except Exception as e:
             row["dattn_allband_w1_ms"] = None
+        try:
+            row["dattn_allband_w1ov_ms"] = bench_forced(fband, "sm90w1ov", rep=100)
+        except Exception as e:
+            row["dattn_allband_w1ov_ms"] = None
         del fsat, fband, pkl, pql
         # a padded variant: half the rows padding (right), HF rows
         m = torch.ones(B, L, dtype=torch.uint8, device=dev)
@@ -536,9 +547,17 @@ def main():
             r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0,
             r.get("dattn_w1_ms") or 0, r.get("dattn_nopos_w1_ms") or 0,
             r.get("dattn_satmost_w1_ms") or 0, r.get("dattn_allband_w1_ms") or 0))
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "dattn", "w1", "w1ov", "nopos", "nopos_w1",
+                                                     "nopos_w1ov", "sat_w1ov", "band_w1ov"))
+    for r in res["op"]:
+        print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f" % (
+            "B%d L%d" % (r["B"], r["L"]), r.get("dattn_ms") or 0, r.get("dattn_w1_ms") or 0,
+            r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_w1_ms") or 0,
+            r.get("dattn_nopos_w1ov_ms") or 0, r.get("dattn_satmost_w1ov_ms") or 0,
+            r.get("dattn_allband_w1ov_ms") or 0))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
-          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), w1 columns DATTN_CUDA_FWD=sm90w1 "
-          "(wgmma, one warpgroup, 2 CTAs/SM); compare dattn / nopos / diag:sat / allband (default, "
+          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), w1 / w1ov columns DATTN_CUDA_FWD=sm90w1 / sm90w1ov "
+          "(wgmma, one warpgroup, 2 CTAs/SM; ov: next K side loaded during the softmax); compare dattn / nopos / diag:sat / allband (default, "
           "sm80)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:

@@ -118,9 +118,10 @@ done
 #     above is the mma.sync kernel, DATTN_SM90_DEFAULT=0 in launch.cu): --path sm90 (128-key
 #     tiles; a D=64/128 fp16/bf16 case it cannot run fails instead of falling back) and
 #     --path sm90n64 (its 64-key tiles), --path sm90w1 (one warpgroup per CTA, two CTAs per
-#     SM, the mma.sync kernel's geometry; D = 128 runs the two-warpgroup instance)
+#     SM, the mma.sync kernel's geometry; D = 128 runs the two-warpgroup instance), --path
+#     sm90w1ov (the same, next K side loaded during the softmax)
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in sm90 sm90n64 sm90w1; do
+  for pth in sm90 sm90n64 sm90w1 sm90w1ov; do
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
     else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
@@ -137,6 +138,13 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/$t --quick --seed 7
     done
   done
+  # the opt-in wgmma variant with the extra barrier / early K-side load (sm90w1ov)
+  if [ -x build/tests/test_cuda_fwd ]; then
+    for tool in racecheck synccheck; do
+      step "san-$tool(test_cuda_fwd --path sm90w1ov)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+        build/tests/test_cuda_fwd --path sm90w1ov --quick --seed 7
+    done
+  fi
 fi
 
 # 2c/3c. the fp32 tiled forward (fwd_f32.cu): registers, SASS (FFMA present, no local

@@ -4,6 +4,6 @@
 
 #undef DATTN_FWD90_IF_128
 #define DATTN_FWD90_IF_128(...) DATTN_FWD90_DEFINE(__VA_ARGS__)
-#define Y(D, DT, NW, MS, BN) DATTN_FWD90_IF_##D(D, DT, NW, MS, BN)
+#define Y(D, DT, NW, MS, BN, OV) DATTN_FWD90_IF_##D(D, DT, NW, MS, BN, OV)
 #include "instances_sm90.def"
 #undef Y

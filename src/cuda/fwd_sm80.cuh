@@ -249,7 +249,11 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
     }
 }
 
-template <int D, int NW, int MS, int BN, int BF, int V90 = 0>
+/* OV (wgmma variant only): 1 = the K side of tile n + 1 is loaded as soon as every warp is
+ * done with tile n's K side (after its score product and band code, one more barrier), so
+ * the load overlaps the softmax and P V of tile n instead of P V alone; 0 = after the V
+ * barrier (the mma.sync kernel's order). */
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90> G;
@@ -598,7 +602,19 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         }
 
-        /* V90: the wait for the score product is in the softmax loop, per strip */
+        /* V90: the wait for the score product is in the softmax loop, per strip (OV: here) */
+        if constexpr (V90 && OV) {
+#if DATTN_FWD_HAVE_SM90
+            wgmma_wait<0>();
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) reg_fence(s[ms]);
+#endif
+            /* every warp is done with K, the window table, the ring and the saturated p2c
+             * constants of tile n (wgmma reads of K waited above): load tile n + 1's */
+            __syncthreads();
+            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            cp_async_commit(); /* possibly empty: the V wait below counts one group after V's */
+        }
 
         /* key validity: padding mask and the end of the sequence */
         uint64_t vbits, vbits2 = ~0ull; /* keys 0 .. 63, 64 .. 127 (BN = 128 only) */
@@ -727,10 +743,11 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         }
 
         /* V landed; every warp is done with K, the window table and the ring */
-        cp_async_wait_all();
+        if constexpr (V90 && OV) cp_async_wait_1(); /* V of tile n; tile n + 1's K side may fly */
+        else cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
-        if (n + 1 < n_end) {
+        if (!(V90 && OV) && n + 1 < n_end) {
             fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }

@@ -33,24 +33,24 @@
 #define DATTN_BF90_f16 0
 #define DATTN_BF90_bf16 1
 
-#define DATTN_FWD90_DEFINE(D, DT, NW, MS, BN)                                                  \
+#define DATTN_FWD90_DEFINE(D, DT, NW, MS, BN, OV)                                                \
     extern "C" __global__ void __launch_bounds__(32 * NW, NW == 4 ? 2 : 1)                     \
-        dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW(const __grid_constant__ dattn_fwd_args a)  \
+        dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(const __grid_constant__ dattn_fwd_args a)  \
     {                                                                                          \
-        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1>(a);                                   \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, OV>(a);                                 \
     }                                                                                          \
-    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW(                         \
+    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(                         \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \
     {                                                                                          \
         typedef fwd_geom<D, NW, MS, BN, 1> G;                                                  \
-        cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW,               \
+        cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV,               \
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,      \
                                              G::SMEM);                                         \
         if (e != cudaSuccess) return e;                                                        \
-        dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW<<<dim3(grid_x, grid_y, grid_z), G::NTHR, G::SMEM,   \
+        dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV<<<dim3(grid_x, grid_y, grid_z), G::NTHR, G::SMEM,   \
                                              stream>>>(*a);                                    \
         return cudaGetLastError();                                                             \
     }                                                                                          \
-    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW(void) { return fwd_geom<D, NW, MS, BN, 1>::SMEM; }
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1>::SMEM; }
 
 #endif

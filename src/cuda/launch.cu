@@ -22,7 +22,8 @@
  *           (default: SM90_BN below);
  *   sm90w1  the wgmma kernel in the mma.sync kernel's geometry (D = 64: one warpgroup of
  *           two 16-row strips per warp, BM 128, BN 64, two CTAs per SM); D = 128 falls
- *           back to the two-warpgroup instance.
+ *           back to the two-warpgroup instance;
+ *   sm90w1ov  sm90w1 with the next key tile's K side loaded during the softmax.
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -55,10 +56,10 @@ extern "C" {
 #include "instances.def"
 #undef X
 
-#define Y(D, DT, NW, MS, BN)                                                                   \
-    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW(                 \
+#define Y(D, DT, NW, MS, BN, OV)                                                               \
+    extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(          \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream);     \
-    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW(void);
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void);
 #include "instances_sm90.def"
 #undef Y
 
@@ -414,14 +415,15 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 
 /* The Hopper (wgmma) instance for (D, dtype, key tile, warps per CTA), its BM and shared
  * memory. nw = 8: two warpgroups, one CTA per SM; nw = 4: one warpgroup of two strips
- * per warp, two CTAs per SM (DATTN_CUDA_FWD=sm90w1). */
-static fwd_launcher pick_sm90(int D, int bf, int bn, int nw, int *bm, int *smem)
+ * per warp, two CTAs per SM (DATTN_CUDA_FWD=sm90w1); ov = 1: the next K side loads during
+ * the softmax (sm90w1ov). */
+static fwd_launcher pick_sm90(int D, int bf, int bn, int nw, int ov, int *bm, int *smem)
 {
-#define Y(D_, DT, NW, MS, BN)                                                                  \
-    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && bn == BN && nw == NW) {            \
+#define Y(D_, DT, NW, MS, BN, OV)                                                              \
+    if (D == D_ && bf == (sizeof(#DT) == sizeof("bf16")) && bn == BN && nw == NW && ov == OV) { \
         *bm = 16 * MS * NW;                                                                    \
-        *smem = dattn_smem_fwd_sm90_d##D_##_##DT##_n##BN##_w##NW();                            \
-        return dattn_launch_fwd_sm90_d##D_##_##DT##_n##BN##_w##NW;                             \
+        *smem = dattn_smem_fwd_sm90_d##D_##_##DT##_n##BN##_w##NW##o##OV();                     \
+        return dattn_launch_fwd_sm90_d##D_##_##DT##_n##BN##_w##NW##o##OV;                      \
     }
 #include "instances_sm90.def"
 #undef Y
@@ -559,7 +561,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
     const int force_sm90 = force && !strncmp(force, "sm90", 4);
-    const int w1 = force && !strcmp(force, "sm90w1");
+    const int w1ov = force && !strcmp(force, "sm90w1ov");
+    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
@@ -569,10 +572,10 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
      * path is forced), or when DATTN_CUDA_FWD=sm90* asks for it */
     if (tc && di.major == 9 && di.minor == 0 &&
         (force_sm90 || (DATTN_SM90_DEFAULT && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
-        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, &bm, &smem);
-        if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, &bm, &smem);
-        /* sm90w1 where that instance does not exist (D = 128): the two-warpgroup kernel */
-        if (!lf && w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, 64, 8, &bm, &smem);
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1ov, &bm, &smem);
+        if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, 0, &bm, &smem);
+        /* sm90w1* where that instance does not exist (D = 128): the two-warpgroup kernel */
+        if (!lf && w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, 64, 8, 0, &bm, &smem);
         if (lf && smem > di.smem_optin) lf = NULL;
     }
     if (force_sm90 && !lf)
