@@ -410,6 +410,15 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #define DATTN_SM90_DEFAULT 0
 #endif
 
+/* The wgmma instance the DEFAULT path (DATTN_SM90_DEFAULT 1, no DATTN_CUDA_FWD) takes at
+ * D = 64: 0 the two-warpgroup kernel (SM90_BN keys), 1 the one-warpgroup two-CTAs-per-SM
+ * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov).
+ * D = 128 always takes the two-warpgroup kernel. Set it from the A/B of the bench's w1 /
+ * w1ov columns when flipping DATTN_SM90_DEFAULT. */
+#ifndef DATTN_SM90_D64
+#define DATTN_SM90_D64 2
+#endif
+
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
 #define SM90_BN 128
 
@@ -561,8 +570,10 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (sc && !sc->mono) tc = 0; /* the band window needs a monotone slot map */
     int big = di.major == 9 && di.minor == 0;
     const int force_sm90 = force && !strncmp(force, "sm90", 4);
-    const int w1ov = force && !strcmp(force, "sm90w1ov");
-    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov;
+    /* one-warpgroup instance: forced, or the default path's choice at D = 64 */
+    const int dflt1 = !force_sm90 && c->D == 64 && DATTN_SM90_D64 != 0;
+    const int w1ov = (force && !strcmp(force, "sm90w1ov")) || (dflt1 && DATTN_SM90_D64 == 2);
+    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || dflt1;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
