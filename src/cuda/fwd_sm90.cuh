@@ -4,7 +4,11 @@
  * machinery for c2p / p2c, the saturated constants, masks, dropout, padded rows, packed
  * sequences, the epilogue -- is the same code):
  *   - CTA = two warpgroups (8 warps x one 16-row strip, BM = 128); BN = 128 or 64 keys at
- *     D = 64, 64 at D = 128 (shared memory);
+ *     D = 64, 64 at D = 128 (shared memory); or (D = 64, DATTN_CUDA_FWD=sm90w1 / sm90w1ov)
+ *     one warpgroup of 4 warps x two 16-row strips (BM = 128, BN = 64, the mma.sync
+ *     kernel's geometry, two CTAs per SM: one CTA's softmax overlaps the other's wgmma);
+ *     each strip is its own m64 product and commit group (strip 0's softmax runs while
+ *     strip 1's S is in flight); OV = 1 loads the next K side during the softmax;
  *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
  *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
  *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
