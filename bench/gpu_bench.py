@@ -12,12 +12,13 @@ against the output size.
 Encoder level needs the Python layer (python/dattn with dattn.patch); it runs when that
 package imports, else it is reported as skipped.
 
-Kernel path: the library's default is the mma.sync kernel (sm80) everywhere; every
-op-level figure is also measured with DATTN_CUDA_FWD=sm90n128, sm90n64, sm90w1 and sm90w1ov
-(the Hopper wgmma kernel, 128- / 64-key tiles, its one-warpgroup two-CTAs-per-SM instance, and
-that one with the next K side loaded during the softmax; opt-in, see launch.cu
-DATTN_SM90_DEFAULT) in the same run ("*_sm90_ms" / "*_n64_ms" / "*_w1_ms" / "*_w1ov_ms" keys,
-"sm90" / "n64" / "w1" / "w1ov" columns): an A/B in one call.
+Kernel path: the library's default on an H200 at D=64 is the one-warpgroup Hopper wgmma
+kernel (sm90w1; launch.cu DATTN_SM90_DEFAULT), elsewhere the mma.sync kernel (sm80); every
+op-level figure is also measured with DATTN_CUDA_FWD=sm80, sm90n128, sm90n64 and sm90w1ov
+(mma.sync; the two-warpgroup wgmma kernel with 128- / 64-key tiles; the one-warpgroup one
+with the next K side loaded during the softmax) in the same run ("*_sm80_ms" /
+"*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" keys, "sm80" / "sm90" / "n64" / "w1ov" columns): an
+A/B in one call.
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
@@ -195,8 +196,8 @@ def op_level(lib, shapes, results, quick):
                                ("dattn_nopos_sm90_ms", lambda: nxt()["f0"](), "sm90n128"),
                                ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
                                ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64"),
-                               ("dattn_w1_ms", lambda: nxt()["f3"](), "sm90w1"),
-                               ("dattn_nopos_w1_ms", lambda: nxt()["f0"](), "sm90w1"),
+                               ("dattn_sm80_ms", lambda: nxt()["f3"](), "sm80"),
+                               ("dattn_nopos_sm80_ms", lambda: nxt()["f0"](), "sm80"),
                                ("dattn_w1ov_ms", lambda: nxt()["f3"](), "sm90w1ov"),
                                ("dattn_nopos_w1ov_ms", lambda: nxt()["f0"](), "sm90w1ov")):
             try:
@@ -228,9 +229,9 @@ def op_level(lib, shapes, results, quick):
         except Exception as e:
             row["dattn_satmost_n64_ms"] = None
         try:
-            row["dattn_satmost_w1_ms"] = bench_forced(fsat, "sm90w1", rep=100)
+            row["dattn_satmost_sm80_ms"] = bench_forced(fsat, "sm80", rep=100)
         except Exception as e:
-            row["dattn_satmost_w1_ms"] = None
+            row["dattn_satmost_sm80_ms"] = None
         try:
             row["dattn_satmost_w1ov_ms"] = bench_forced(fsat, "sm90w1ov", rep=100)
         except Exception as e:
@@ -248,9 +249,9 @@ def op_level(lib, shapes, results, quick):
         except Exception as e:
             row["dattn_allband_n64_ms"] = None
         try:
-            row["dattn_allband_w1_ms"] = bench_forced(fband, "sm90w1", rep=100)
+            row["dattn_allband_sm80_ms"] = bench_forced(fband, "sm80", rep=100)
         except Exception as e:
-            row["dattn_allband_w1_ms"] = None
+            row["dattn_allband_sm80_ms"] = None
         try:
             row["dattn_allband_w1ov_ms"] = bench_forced(fband, "sm90w1ov", rep=100)
         except Exception as e:
@@ -492,7 +493,8 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90 (wgmma, 128-key tiles)" if torch.cuda.get_device_capability(0) == (9, 0) else "sm90n128"))
+                                 ("sm90w1 (wgmma, one warpgroup, 2 CTAs/SM) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
+                                  else "sm80 (mma.sync)"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                                        capture_output=True, text=True, timeout=20).stdout.strip()
@@ -540,25 +542,24 @@ def main():
             r.get("dattn_nopos_sm90_ms") or 0, r.get("dattn_satmost_sm90_ms") or 0,
             r.get("dattn_allband_sm90_ms") or 0, r.get("nopos_ratio_vs_flash") or 0))
     print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "n64", "nopos64", "sat64", "band64",
-                                                     "w1", "nopos_w1", "sat_w1", "band_w1"))
+                                                     "sm80", "nopos80", "sat80", "band80"))
     for r in res["op"]:
         print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f" % (
             "B%d L%d" % (r["B"], r["L"]), r.get("dattn_n64_ms") or 0, r.get("dattn_nopos_n64_ms") or 0,
             r.get("dattn_satmost_n64_ms") or 0, r.get("dattn_allband_n64_ms") or 0,
-            r.get("dattn_w1_ms") or 0, r.get("dattn_nopos_w1_ms") or 0,
-            r.get("dattn_satmost_w1_ms") or 0, r.get("dattn_allband_w1_ms") or 0))
-    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "dattn", "w1", "w1ov", "nopos", "nopos_w1",
+            r.get("dattn_sm80_ms") or 0, r.get("dattn_nopos_sm80_ms") or 0,
+            r.get("dattn_satmost_sm80_ms") or 0, r.get("dattn_allband_sm80_ms") or 0))
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % ("shape", "dattn", "sm80", "w1ov", "nopos", "nopos80",
                                                      "nopos_w1ov", "sat_w1ov", "band_w1ov"))
     for r in res["op"]:
         print("%-14s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f" % (
-            "B%d L%d" % (r["B"], r["L"]), r.get("dattn_ms") or 0, r.get("dattn_w1_ms") or 0,
-            r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_w1_ms") or 0,
+            "B%d L%d" % (r["B"], r["L"]), r.get("dattn_ms") or 0, r.get("dattn_sm80_ms") or 0,
+            r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_sm80_ms") or 0,
             r.get("dattn_nopos_w1ov_ms") or 0, r.get("dattn_satmost_w1ov_ms") or 0,
             r.get("dattn_allband_w1ov_ms") or 0))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
-          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), w1 / w1ov columns DATTN_CUDA_FWD=sm90w1 / sm90w1ov "
-          "(wgmma, one warpgroup, 2 CTAs/SM; ov: next K side loaded during the softmax); compare dattn / nopos / diag:sat / allband (default, "
-          "sm80)" % res["dattn_default_path"])
+          "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
+          "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

@@ -114,14 +114,14 @@ for t in build/tests/test_cuda_*; do
   else step "$(basename "$t")" 240 "$t"; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
-# 3b. the forward sweep again with the opt-in Hopper wgmma kernel pinned (the default run
-#     above is the mma.sync kernel, DATTN_SM90_DEFAULT=0 in launch.cu): --path sm90 (128-key
-#     tiles; a D=64/128 fp16/bf16 case it cannot run fails instead of falling back) and
-#     --path sm90n64 (its 64-key tiles), --path sm90w1 (one warpgroup per CTA, two CTAs per
-#     SM, the mma.sync kernel's geometry; D = 128 runs the two-warpgroup instance), --path
-#     sm90w1ov (the same, next K side loaded during the softmax)
+# 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
+#     above takes, on an H200, the one-warpgroup wgmma kernel at D = 64 and the mma.sync
+#     kernel at D = 32 / 128; launch.cu DATTN_SM90_DEFAULT): --path sm80 (mma.sync, the path
+#     of every other GPU), sm90 (two-warpgroup wgmma, 128-key tiles; a D=64/128 fp16/bf16 case
+#     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
+#     (one warpgroup, next K side loaded during the softmax). GPU_CHECK_PATHS overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in sm90 sm90n64 sm90w1 sm90w1ov; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov}; do
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
     else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"

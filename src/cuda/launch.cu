@@ -5,9 +5,8 @@
  * Kernel choice for a forward call:
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
- *       -> on compute capability 9.0 with D = 64 or 128 and DATTN_SM90_DEFAULT (off: it
- *          measured slower than the mma.sync kernel): the Hopper wgmma kernel
- *          (fwd_sm90.cuh, instances_sm90.def);
+ *       -> on compute capability 9.0 with D = 64 (DATTN_SM90_DEFAULT): the Hopper wgmma
+ *          kernel, one-warpgroup instance (fwd_sm90.cuh, instances_sm90.def);
  *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
  *          sm_90, the 99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
@@ -402,21 +401,23 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
     return NULL;
 }
 
-/* Whether the wgmma kernel is the default forward on compute capability 9.0. Off: on the
- * H200 (2026-11-30, bench/results/gpu-2026-11-30-sm90/) it measured 3-14% SLOWER than the
- * mma.sync kernel with the position terms and 13-19% slower without them, so it runs only
- * when DATTN_CUDA_FWD=sm90|sm90n64|sm90n128 asks for it (tests and A/B benchmarks). */
+/* Whether the wgmma kernel is the default forward on compute capability 9.0, at D = 64
+ * only. On the H200 the first (two-warpgroup, 1 CTA/SM) wgmma kernel measured 3-19%
+ * SLOWER than the mma.sync kernel (bench/results/gpu-2026-11-30-sm90/); the one-warpgroup,
+ * two-CTAs-per-SM instance (sm90w1) measured faster at every shape: 0.390 / 0.979 / 2.371 ms
+ * against 0.396 / 1.009 / 2.491 (B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c;
+ * bench/results/gpu-2026-11-30-w1/), so D = 64 defaults to it. D = 128 keeps the mma.sync
+ * kernel (its wgmma instance is the two-warpgroup one). DATTN_CUDA_FWD=sm80 forces mma.sync. */
 #ifndef DATTN_SM90_DEFAULT
-#define DATTN_SM90_DEFAULT 0
+#define DATTN_SM90_DEFAULT 1
 #endif
 
 /* The wgmma instance the DEFAULT path (DATTN_SM90_DEFAULT 1, no DATTN_CUDA_FWD) takes at
  * D = 64: 0 the two-warpgroup kernel (SM90_BN keys), 1 the one-warpgroup two-CTAs-per-SM
  * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov).
- * D = 128 always takes the two-warpgroup kernel. Set it from the A/B of the bench's w1 /
- * w1ov columns when flipping DATTN_SM90_DEFAULT. */
+ * 1: w1 and w1ov tied at L8192 (2.371 / 2.374 ms) and w1 won at L512 / L2048. */
 #ifndef DATTN_SM90_D64
-#define DATTN_SM90_D64 2
+#define DATTN_SM90_D64 1
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
@@ -582,7 +583,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     /* Hopper: the wgmma kernel when DATTN_SM90_DEFAULT says so (and no mma.sync / simple
      * path is forced), or when DATTN_CUDA_FWD=sm90* asks for it */
     if (tc && di.major == 9 && di.minor == 0 &&
-        (force_sm90 || (DATTN_SM90_DEFAULT && !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
+        (force_sm90 || (DATTN_SM90_DEFAULT && c->D == 64 &&
+                        !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
         lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1ov, &bm, &smem);
         if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, 0, &bm, &smem);
         /* sm90w1* where that instance does not exist (D = 128): the two-warpgroup kernel */
