@@ -17,7 +17,10 @@ double tprob_fp32_floor(int64_t L) { return TOL_F32 * fmax(1.0, sqrt((double)L /
 
 double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, double smag)
 {
-    double b = kind == TOL_KIND_OUT ? TOL_B_OUT : kind == TOL_KIND_DV ? TOL_B_DV : TOL_B_DS;
+    double b = kind == TOL_KIND_OUT        ? TOL_B_OUT
+               : kind == TOL_KIND_OUT_DROP ? TOL_B_OUT_DROP
+               : kind == TOL_KIND_DV       ? TOL_B_DV
+                                           : TOL_B_DS;
     return tu_eps(dtype) * (TOL_A * fabs(ref) + b * mag) +
            tprob_fp32_floor(L) * tu_eps(DATTN_F32) * smag + tu_tiny(dtype) +
            TOL_UNDERFLOW * fmax(1.0, (double)L);
@@ -463,7 +466,8 @@ static int cmp_rows(tprob *P, const double *ref, const double *mag, const double
     int ok = 1;
     for (int64_t d = 0; d < D; d++) {
         double got = tview_get(&P->out, base + d);
-        double bound = tprob_bound(P->c.dtype, P->c.L, TOL_KIND_OUT, ref[d], mag[d], smag[d]);
+        double bound = tprob_bound(P->c.dtype, P->c.L, P->p.dropout_p > 0 ? TOL_KIND_OUT_DROP : TOL_KIND_OUT,
+                                   ref[d], mag[d], smag[d]);
         if (!within(got, ref[d], bound, &P->worst_fwd)) {
             if (ok && *nbad < 3)
                 printf("  out[b=%lld i=%lld h=%lld d=%lld] = %.9g, ref %.9g (|err| %.3g, bound %.3g)\n",

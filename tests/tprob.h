@@ -104,6 +104,8 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
  * L the (max) sequence length; and for one lse. */
 #define TOL_A 1.0       /* x eps(dtype) * |ref|: twice the half-ulp rounding of the result */
 #define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
+#define TOL_B_OUT_DROP 0.5 /* out with dropout: the worst case of one rounding of each kept
+                              p / (1 - p) to the storage dtype (u = eps / 2 per term) */
 #define TOL_B_DV 0.125  /* dv */
 #define TOL_B_DS 0.5    /* dq, dk, dpk, dpq: out re-read in the storage dtype for D_i */
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
@@ -111,7 +113,7 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
                                   subnormal / flush-to-zero effects */
 #define TOL_LSE 32.0    /* x eps(fp32) * (1 + |lse|) * max(1, sqrt(L / 512)) */
 double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
-enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS };
+enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS, TOL_KIND_OUT_DROP };
 double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, double smag);
 double tprob_bound_lse(int64_t L, double ref);
 
