@@ -122,6 +122,10 @@ class DattnFwd:
         return self.out
 
 
+# A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
+FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"))
+
+
 def bench(fn, rep=200):
     import triton.testing
     return triton.testing.do_bench(fn, warmup=25, rep=rep, return_mode="median")
@@ -192,19 +196,14 @@ def op_level(lib, shapes, results, quick):
                 row[name] = None
                 row[name + "_error"] = str(e)[:200]
         # the same calls on the wgmma kernel (A/B against the default path)
-        for name, fn, path in (("dattn_sm90_ms", lambda: nxt()["f3"](), "sm90n128"),
-                               ("dattn_nopos_sm90_ms", lambda: nxt()["f0"](), "sm90n128"),
-                               ("dattn_n64_ms", lambda: nxt()["f3"](), "sm90n64"),
-                               ("dattn_nopos_n64_ms", lambda: nxt()["f0"](), "sm90n64"),
-                               ("dattn_sm80_ms", lambda: nxt()["f3"](), "sm80"),
-                               ("dattn_nopos_sm80_ms", lambda: nxt()["f0"](), "sm80"),
-                               ("dattn_w1ov_ms", lambda: nxt()["f3"](), "sm90w1ov"),
-                               ("dattn_nopos_w1ov_ms", lambda: nxt()["f0"](), "sm90w1ov")):
-            try:
-                row[name] = bench_forced(fn, path, rep=100 if quick else 300)
-            except Exception as e:
-                row[name] = None
-                row[name + "_error"] = str(e)[:200]
+        for col, path in FORCED_COLUMNS:
+            for name, fn in ((f"dattn_{col}_ms", lambda: nxt()["f3"]()),
+                             (f"dattn_nopos_{col}_ms", lambda: nxt()["f0"]())):
+                try:
+                    row[name] = bench_forced(fn, path, rep=100 if quick else 300)
+                except Exception as e:
+                    row[name] = None
+                    row[name + "_error"] = str(e)[:200]
         for name in ("dattn_ms", "dattn_nopos_ms", "dattn_sm90_ms", "sdpa_flash_ms", "sdpa_cudnn_ms"):
             t = row.get(name)
             row[name.replace("_ms", "_tflops")] = flops / (t * 1e-3) / 1e12 if t else None
@@ -219,43 +218,16 @@ def op_level(lib, shapes, results, quick):
         # (position_buckets 4, M 8: R ~ 8) or every tile a band tile (linear, S = L)
         s = nxt()
         fsat = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"][:, :8].contiguous(), s["pq"][:, :8].contiguous(), pb=4, M=8)
-        row["dattn_satmost_ms"] = bench(fsat, rep=100)
-        try:
-            row["dattn_satmost_sm90_ms"] = bench_forced(fsat, "sm90n128", rep=100)
-        except Exception:
-            row["dattn_satmost_sm90_ms"] = None
-        try:
-            row["dattn_satmost_n64_ms"] = bench_forced(fsat, "sm90n64", rep=100)
-        except Exception as e:
-            row["dattn_satmost_n64_ms"] = None
-        try:
-            row["dattn_satmost_sm80_ms"] = bench_forced(fsat, "sm80", rep=100)
-        except Exception as e:
-            row["dattn_satmost_sm80_ms"] = None
-        try:
-            row["dattn_satmost_w1ov_ms"] = bench_forced(fsat, "sm90w1ov", rep=100)
-        except Exception as e:
-            row["dattn_satmost_w1ov_ms"] = None
         pkl = torch.randn(H, 2 * L, D, device=dev, dtype=torch.float16)
         pql = torch.randn_like(pkl)
         fband = DattnFwd(lib, s["q"], s["k"], s["v"], pkl, pql, pb=-1, M=L)
-        row["dattn_allband_ms"] = bench(fband, rep=100)
-        try:
-            row["dattn_allband_sm90_ms"] = bench_forced(fband, "sm90n128", rep=100)
-        except Exception:
-            row["dattn_allband_sm90_ms"] = None
-        try:
-            row["dattn_allband_n64_ms"] = bench_forced(fband, "sm90n64", rep=100)
-        except Exception as e:
-            row["dattn_allband_n64_ms"] = None
-        try:
-            row["dattn_allband_sm80_ms"] = bench_forced(fband, "sm80", rep=100)
-        except Exception as e:
-            row["dattn_allband_sm80_ms"] = None
-        try:
-            row["dattn_allband_w1ov_ms"] = bench_forced(fband, "sm90w1ov", rep=100)
-        except Exception as e:
-            row["dattn_allband_w1ov_ms"] = None
+        for diag, fn in (("satmost", fsat), ("allband", fband)):
+            row[f"dattn_{diag}_ms"] = bench(fn, rep=100)
+            for col, path in FORCED_COLUMNS:
+                try:
+                    row[f"dattn_{diag}_{col}_ms"] = bench_forced(fn, path, rep=100)
+                except Exception:  # the path does not exist on this GPU
+                    row[f"dattn_{diag}_{col}_ms"] = None
         del fsat, fband, pkl, pql
         # a padded variant: half the rows padding (right), HF rows
         m = torch.ones(B, L, dtype=torch.uint8, device=dev)
