@@ -145,121 +145,41 @@ DATTN_DEV void reg_fence(uint32_t (&d)[R][C])
     "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
     "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
 
-/* m64n64k16, f16, A and B from shared-memory descriptors */
-template <int TA, int TB>
-DATTN_DEV void wgmma_ss_n64_f16(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "%32, %33, p, 1, 1, %35, %36;\n}\n"
-                 : DATTN_WGMMA_ACC32(d)
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
-}
+/* One m64nNk16 pair of wrappers for dtype DT (f16 | bf16): wgmma_ss_nN_DT (A and B from
+ * shared-memory descriptors) and wgmma_rs_nN_DT (A from registers: the mma.m16n8k16 A
+ * fragment of the warp's 16 rows; B from a descriptor). NA = accumulator floats per thread
+ * (N / 2), REGS its "{%0,...}" list; the operand numbers after it follow from NA. */
+#define DATTN_WGMMA_PAIR(N, DT, NA, REGS, PSS, TSS, PRS, TRS)                                   \
+    template <int TA, int TB>                                                                 \
+    DATTN_DEV void wgmma_ss_n##N##_##DT(float (&d)[N / 8][4], uint64_t da, uint64_t db, int scale_d) \
+    {                                                                                         \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PSS ", 0;\n"                          \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #DT "." #DT " " REGS     \
+                     TSS ";\n}\n"                                                              \
+                     : DATTN_WGMMA_ACC##NA(d)                                                  \
+                     : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));                      \
+    }                                                                                         \
+    template <int TB>                                                                         \
+    DATTN_DEV void wgmma_rs_n##N##_##DT(float (&d)[N / 8][4], const uint32_t (&a)[4], uint64_t db, \
+                                       int scale_d)                                           \
+    {                                                                                         \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " PRS ", 0;\n"                          \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #DT "." #DT " " REGS     \
+                     TRS ";\n}\n"                                                              \
+                     : DATTN_WGMMA_ACC##NA(d)                                                  \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB)); \
+    }
 
-/* m64n64k16, f16, A from registers (mma.m16n8k16 A fragment of the warp's 16 rows), B
- * from a shared-memory descriptor */
-template <int TB>
-DATTN_DEV void wgmma_rs_n64_f16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                 : DATTN_WGMMA_ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
-}
-
-/* m64n64k16, bf16, A and B from shared-memory descriptors */
-template <int TA, int TB>
-DATTN_DEV void wgmma_ss_n64_bf16(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "%32, %33, p, 1, 1, %35, %36;\n}\n"
-                 : DATTN_WGMMA_ACC32(d)
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
-}
-
-/* m64n64k16, bf16, A from registers (mma.m16n8k16 A fragment of the warp's 16 rows), B
- * from a shared-memory descriptor */
-template <int TB>
-DATTN_DEV void wgmma_rs_n64_bf16(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
-                 "{%32, %33, %34, %35}, %36, p, 1, 1, %38;\n}\n"
-                 : DATTN_WGMMA_ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
-}
-
-/* m64n128k16, f16, A and B from shared-memory descriptors */
-template <int TA, int TB>
-DATTN_DEV void wgmma_ss_n128_f16(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-                 "%64, %65, p, 1, 1, %67, %68;\n}\n"
-                 : DATTN_WGMMA_ACC64(d)
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
-}
-
-/* m64n128k16, f16, A from registers (mma.m16n8k16 A fragment of the warp's 16 rows), B
- * from a shared-memory descriptor */
-template <int TB>
-DATTN_DEV void wgmma_rs_n128_f16(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                 : DATTN_WGMMA_ACC64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
-}
-
-/* m64n128k16, bf16, A and B from shared-memory descriptors */
-template <int TA, int TB>
-DATTN_DEV void wgmma_ss_n128_bf16(float (&d)[16][4], uint64_t da, uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-                 "%64, %65, p, 1, 1, %67, %68;\n}\n"
-                 : DATTN_WGMMA_ACC64(d)
-                 : "l"(da), "l"(db), "r"(scale_d), "n"(TA), "n"(TB));
-}
-
-/* m64n128k16, bf16, A from registers (mma.m16n8k16 A fragment of the warp's 16 rows), B
- * from a shared-memory descriptor */
-template <int TB>
-DATTN_DEV void wgmma_rs_n128_bf16(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db, int scale_d)
-{
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-                 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-                 "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-                 "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-                 "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
-                 : DATTN_WGMMA_ACC64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
-}
+#define DATTN_WGMMA_REGS32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, "
+#define DATTN_WGMMA_REGS64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+DATTN_WGMMA_PAIR(64, f16, 32, DATTN_WGMMA_REGS32, "%34", "%32, %33, p, 1, 1, %35, %36", "%37",
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
+DATTN_WGMMA_PAIR(64, bf16, 32, DATTN_WGMMA_REGS32, "%34", "%32, %33, p, 1, 1, %35, %36", "%37",
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, %38")
+DATTN_WGMMA_PAIR(128, f16, 64, DATTN_WGMMA_REGS64, "%66", "%64, %65, p, 1, 1, %67, %68", "%69",
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
+DATTN_WGMMA_PAIR(128, bf16, 64, DATTN_WGMMA_REGS64, "%66", "%64, %65, p, 1, 1, %67, %68", "%69",
+                 "{%64, %65, %66, %67}, %68, p, 1, 1, %70")
 
 /* D (+)= A B over one k16 step for a warpgroup; scale_d = 0 ignores D's old value. */
 template <int N, int BF, int TA, int TB>
