@@ -55,14 +55,7 @@ static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "tcuda.h"
 
 /* ---------------------------------------------------------------- device runner */
 

@@ -68,14 +68,7 @@ static uint64_t rnd64(void)
 static double urand(void) { return (double)(rnd64() >> 11) * (1.0 / 9007199254740992.0); }
 static int irand(int n) { return n <= 0 ? 0 : (int)(rnd64() % (uint64_t)n); }
 
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "tcuda.h"
 
 /* ---------------------------------------------------------------- local reference */
 

@@ -34,14 +34,7 @@
 
 enum { MODE_SS = 0, MODE_RS = 1, MODE_PV = 2 };
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "tcuda.h"
 
 /* Copies a [rows][cols] 16-bit matrix (row-major in global memory) into a swizzled tile. */
 DATTN_DEV void load_tile(uint32_t tile, const uint16_t *src, int rows, int cols)
