@@ -145,6 +145,16 @@ def mnli_section(res) -> list[str]:
                      ("yes" if r["near_ties_only"] else "**NO**") if "near_ties_only" in r else "–"])
     out += [md_table(["implementation", "ran", "total s", "speed-up", "agreement",
                       "disagreements", "max abs dlogit", "only near-ties"], rows), ""]
+    legend = {"dattn-padded": "`dattn.patch(model, mode=\"padded\")`: the padded batch, mask in the kernel",
+              "dattn-packed": "`dattn.patch(model, mode=\"packed\")`: the batch's tokens packed "
+                              "(cu_seqlens on the device), no work on the padding",
+              "dattn-packed-graphs": "`dattn.patch(model, mode=\"packed\", cuda_graphs=True)`: packed, and the "
+                                     "layers replayed as one CUDA graph per batch shape (no "
+                                     "per-kernel launch cost from Python)",
+              "disentangled-flash-packed": "the peer's `forward_packed` (its own pack / unpack timed too)"}
+    notes = [f"- {n}: {legend[n]}" for n in res["runs"] if n in legend]
+    if notes:
+        out += ["What each row runs:", ""] + notes + [""]
     return out
 
 
