@@ -1,0 +1,57 @@
+"""ncu target for scripts/gpu_prof.sh: after a warm-up, one profiled call each of the dattn
+forward, the dattn forward+backward and SDPA flash's forward on the op-level shapes of the
+issue-4 benchmark (fp16, H 12, D 64, S 256, c2p|p2c, log buckets). Only the region between
+cudaProfilerStart / Stop is profiled (ncu --profile-from-start off).
+
+    python3 bench/gpu_prof_target.py [--shapes 32x512,2x8192] [--no-bwd] [--no-flash]
+"""
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, "python")
+from dattn import ops  # noqa: E402
+
+H, D, S = 12, 64, 256
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="32x512,2x8192", help="comma-separated BxL")
+    ap.add_argument("--no-bwd", action="store_true", help="forward only")
+    ap.add_argument("--no-flash", action="store_true", help="skip SDPA flash")
+    a = ap.parse_args()
+    flash = torch.nn.attention.SDPBackend.FLASH_ATTENTION
+    for shape in a.shapes.split(","):
+        B, L = (int(x) for x in shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(B * L)
+        q, k, v = (torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g).requires_grad_()
+                   for _ in range(3))
+        pk, pq = (torch.randn(H, 2 * S, D, device="cuda", dtype=torch.float16, generator=g).requires_grad_()
+                  for _ in range(2))
+        dout = torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
+        qt, kt, vt = (t.detach().transpose(1, 2).contiguous() for t in (q, k, v))
+
+        def once():
+            out = ops.attention(q, k, v, pk, pq)
+            if not a.no_bwd:
+                torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+            if not a.no_flash:
+                with torch.nn.attention.sdpa_kernel(flash):
+                    F.scaled_dot_product_attention(qt, kt, vt)
+
+        for _ in range(3):
+            once()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.start()
+        once()
+        torch.cuda.synchronize()
+        torch.cuda.profiler.stop()
+        print("profiled", B, L, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
