@@ -54,6 +54,7 @@ static trng rng;
 static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
+static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc3) */
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -125,6 +126,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     }
     size_t wsz = 0;
     void *ws = NULL;
+    /* (set before the workspace query: the tc3 path sizes its partials differently) */
+    const char *bf = is_bwd ? (x->bforce ? x->bforce : bwd_path) : NULL;
+    if (bf) setenv("DATTN_CUDA_BWD", bf, 1);
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz && !x->no_ws) {
         CK(cudaMalloc(&ws, wsz));
@@ -133,10 +137,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     p.workspace = ws;
     p.workspace_size = wsz;
     if (!is_bwd && x->force) setenv("DATTN_CUDA_FWD", x->force, 1);
-    if (is_bwd && x->bforce) setenv("DATTN_CUDA_BWD", x->bforce, 1);
     if (st == DATTN_OK) st = is_bwd ? dattn_bwd(&p) : dattn_fwd(&p);
     if (!is_bwd && x->force) unsetenv("DATTN_CUDA_FWD");
-    if (is_bwd && x->bforce) unsetenv("DATTN_CUDA_BWD");
+    if (bf) unsetenv("DATTN_CUDA_BWD");
     cudaError_t e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
@@ -639,6 +642,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--cpu")) use_cpu = 1, n = 1;
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
+        else if (!strcmp(argv[i], "--path") && i + 1 < argc) bwd_path = argv[i + 1], n = 2;
         if (!n) {
             i++;
             continue;
@@ -659,7 +663,8 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    printf("backend: %s\n", use_cpu ? "CPU (harness validation)" : "CUDA");
+    printf("backend: %s%s%s\n", use_cpu ? "CPU (harness validation)" : "CUDA",
+           bwd_path ? ", backward path " : "", bwd_path ? bwd_path : "");
     api_checks();
     if (tu_opt.quick) {
         /* small shapes for compute-sanitizer: every kernel and path once */
