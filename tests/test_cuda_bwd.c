@@ -31,7 +31,10 @@
  * Options: --sweep NAME (one sweep alone: lengths, positions, masks, packed, dims, dropout,
  * determinism, tc), --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
  * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
- * than N: the host emulation of tests/emu), --seed N, --verbose.
+ * than N: the host emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every
+ * backward a case does not force itself, set before the workspace query: tc3 runs the
+ * whole sweep on the round-3 tensor-core kernels wherever the tensor-core path would run
+ * at D = 64), --seed N, --verbose.
  */
 #include "ref64.h"
 #include "tprob.h"

@@ -823,6 +823,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         bwd_v3_flush<D, BN, BF, KV>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
                                     trh, tr_ss);
         /* saturated-tile row sums (fp32, outside C): dX += rs TR[sat], partial[sat] += rs^T X */
+        __syncthreads(); /* (scs: the tiles' reads of the saturated constants are done) */
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             rs_hi[r] += __shfl_xor_sync(0xffffffffu, rs_hi[r], 1);
@@ -848,10 +849,13 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         for (int idx = tid; idx < 2 * D; idx += G::NTHR) {
             const int which = idx / D, d = idx % D, st = which ? sat_lo : sat_hi;
             if (st < tlo || st > thi) continue; /* no saturated tile on that side */
+            const int same = sat_lo == sat_hi; /* (a degenerate map: one cell, one writer) */
+            if (which && same) continue;
             float acc = 0.f;
             for (int x = 0; x < G::BM; x++) {
                 const uint16_t xv = *(const uint16_t *)(smem + G::OFF_X + swz<D>(x, d >> 3) + (d & 7) * 2);
-                acc = fmaf(scs[which * G::BM + x], h2f<BF>(xv), acc);
+                const float rsx = scs[which * G::BM + x] + (same ? scs[G::BM + x] : 0.f);
+                acc = fmaf(rsx, h2f<BF>(xv), acc);
             }
             part[(int64_t)st * D + d] += acc * isc;
         }
