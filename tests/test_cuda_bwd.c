@@ -693,7 +693,7 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED;
         set_pos(&c, 2); /* saturated tiles */
         run(&c, NULL, 0);
-        c = mk(DATTN_F16, 2, 70, 44, 64); /* G = 3: one CTA runs two row blocks */
+        c = mk(DATTN_F16, 2, 70, 88, 64); /* G = 1 (tc3: 3): one CTA runs several row blocks */
         c.mask = MK_RIGHT;
         run(&c, NULL, 0);
         c = mk(DATTN_F16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
