@@ -25,6 +25,13 @@
  * [row block][2S][D] (only the slot range the block touches); a reduce kernel sums the
  * partials in row-block order (bitwise deterministic, one writer per cell).
  *
+ * tc3 (template flag V3, bwd_tc3_d64.cu, DATTN_CUDA_BWD=tc3): C is a sliding window of CW
+ * row-frame slots instead of all 2S. The slot map is monotone in the row frame and each band
+ * tile's window lies below the previous one, so a 16-slot block above the next band tile's
+ * window is final: bwd_v3_flush does its dX += C . TR (TR rows still in the ring) and its
+ * partial, then zeroes the columns for the lower slots that reuse them. Saturated-tile row
+ * sums become fp32 rank-1 terms. With BN = 32 the CTA needs ~103 KB: two CTAs per SM.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
