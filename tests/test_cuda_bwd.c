@@ -31,7 +31,10 @@
  * Options: --sweep NAME (one sweep alone: lengths, positions, masks, packed, dims, dropout,
  * determinism, tc), --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
  * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
- * than N: the host emulation of tests/emu), --seed N, --verbose.
+ * than N: the host emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every
+ * backward a case does not force itself, set before the workspace query: tc3 runs the
+ * whole sweep on the round-3 tensor-core kernels wherever the tensor-core path would run
+ * at D = 64), --seed N, --verbose.
  */
 #include "ref64.h"
 #include "tprob.h"
@@ -54,6 +57,7 @@ static trng rng;
 static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
+static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc3) */
 
 #include "tcuda.h"
 
@@ -118,6 +122,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     }
     size_t wsz = 0;
     void *ws = NULL;
+    /* (set before the workspace query: the tc3 path sizes its partials differently) */
+    const char *bf = is_bwd ? (x->bforce ? x->bforce : bwd_path) : NULL;
+    if (bf) setenv("DATTN_CUDA_BWD", bf, 1);
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz && !x->no_ws) {
         CK(cudaMalloc(&ws, wsz));
@@ -126,10 +133,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     p.workspace = ws;
     p.workspace_size = wsz;
     if (!is_bwd && x->force) setenv("DATTN_CUDA_FWD", x->force, 1);
-    if (is_bwd && x->bforce) setenv("DATTN_CUDA_BWD", x->bforce, 1);
     if (st == DATTN_OK) st = is_bwd ? dattn_bwd(&p) : dattn_fwd(&p);
     if (!is_bwd && x->force) unsetenv("DATTN_CUDA_FWD");
-    if (is_bwd && x->bforce) unsetenv("DATTN_CUDA_BWD");
+    if (bf) unsetenv("DATTN_CUDA_BWD");
     cudaError_t e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
@@ -632,6 +638,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--cpu")) use_cpu = 1, n = 1;
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
+        else if (!strcmp(argv[i], "--path") && i + 1 < argc) bwd_path = argv[i + 1], n = 2;
         if (!n) {
             i++;
             continue;
@@ -652,7 +659,8 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    printf("backend: %s\n", use_cpu ? "CPU (harness validation)" : "CUDA");
+    printf("backend: %s%s%s\n", use_cpu ? "CPU (harness validation)" : "CUDA",
+           bwd_path ? ", backward path " : "", bwd_path ? bwd_path : "");
     api_checks();
     if (tu_opt.quick) {
         /* small shapes for compute-sanitizer: every kernel and path once */
@@ -678,7 +686,7 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED;
         set_pos(&c, 2); /* saturated tiles */
         run(&c, NULL, 0);
-        c = mk(DATTN_F16, 2, 70, 44, 64); /* G = 3: one CTA runs two row blocks */
+        c = mk(DATTN_F16, 2, 70, 88, 64); /* G = 1 (tc3: 3): one CTA runs several row blocks */
         c.mask = MK_RIGHT;
         run(&c, NULL, 0);
         c = mk(DATTN_F16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
