@@ -29,12 +29,14 @@
  *     and backward, on both forward paths, with HF padded rows and packed.
  *
  * Options: --sweep NAME (one sweep alone: lengths, positions, masks, packed, dims, dropout,
- * determinism, tc), --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
- * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
- * than N: the host emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every
- * backward a case does not force itself, set before the workspace query: tc3 runs the
- * whole sweep on the round-3 tensor-core kernels wherever the tensor-core path would run
- * at D = 64), --seed N, --verbose.
+ * determinism, tc, pvp = packed vs padded bitwise), --pvp-noref (packed-vs-padded cases
+ * without their reference checks: many-seed runs of the bitwise comparison), --quick (small
+ * shapes, for compute-sanitizer), --cpu (run the same cases on the CPU backend instead:
+ * validates this harness without a GPU), --max-l N (skip cases longer than N: the host
+ * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
+ * not force itself, set before the workspace query: the default sweep runs the round-3
+ * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
+ * tensor-core path would run; tc3 names the default), --seed N, --verbose.
  */
 #include "ref64.h"
 #include "tprob.h"
@@ -57,7 +59,8 @@ static trng rng;
 static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
-static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc3) */
+static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc2) */
+static int pvp_noref; /* --pvp-noref: packed_vs_padded without the reference checks (seed sweeps) */
 
 #include "tcuda.h"
 
@@ -122,7 +125,7 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     }
     size_t wsz = 0;
     void *ws = NULL;
-    /* (set before the workspace query: the tc3 path sizes its partials differently) */
+    /* (set before the workspace query: the tc2 / tc3 paths size their partials differently) */
     const char *bf = is_bwd ? (x->bforce ? x->bforce : bwd_path) : NULL;
     if (bf) setenv("DATTN_CUDA_BWD", bf, 1);
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
@@ -521,10 +524,10 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
     Q.p.dropout_offset = A.p.dropout_offset;
     attach(&A, &xa);
     attach(&Q, &xq);
-    if (tprob_fwd(&A, 1) && tprob_fwd(&Q, 1)) {
+    if (tprob_fwd(&A, !pvp_noref) && tprob_fwd(&Q, !pvp_noref)) {
         int64_t nf = diff_tok(&A, &A.out, &Q, &Q.out);
         tu_check(nf == 0, "%s: padded and packed forward differ on %lld elements", A.name, (long long)nf);
-        if (tprob_bwd(&A, 1) && tprob_bwd(&Q, 1)) {
+        if (tprob_bwd(&A, !pvp_noref) && tprob_bwd(&Q, !pvp_noref)) {
             int64_t nd = diff_tok(&A, &A.dq, &Q, &Q.dq), nk = diff_tok(&A, &A.dk, &Q, &Q.dk),
                     nv = diff_tok(&A, &A.dv, &Q, &Q.dv);
             int64_t npk = (pos & DATTN_POS_C2P) ? diff_all(&A.dpk, &Q.dpk) : 0;
@@ -538,6 +541,21 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
     devctx_free(&xq);
     tprob_free(&A);
     tprob_free(&Q);
+}
+
+/* The same sequences padded (right-padding mask) and packed: bitwise equal results. */
+static void sweep_pvp(void)
+{
+    static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
+    packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
+    packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);
+    packed_vs_padded(DATTN_BF16, 129, 32, l2, 5, 0.3f, DATTN_POS_C2P);
+    packed_vs_padded(DATTN_F16, 300, 64, l4, 4, 0.1f, DATTN_POS_P2C);
+    /* both tc3 kernels at D = 64 in bf16 with dropout; lengths ending inside / at / past
+     * the 32-key and 64-row tile edges (the flush schedule of a padded row block runs on
+     * over the masked tiles) */
+    static const int64_t l5[] = {200, 131, 64, 97, 33};
+    packed_vs_padded(DATTN_BF16, 200, 64, l5, 5, 0.2f, 3);
 }
 
 /* ---------------------------------------------------------------- dropout masks */
@@ -639,6 +657,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
         else if (!strcmp(argv[i], "--path") && i + 1 < argc) bwd_path = argv[i + 1], n = 2;
+        else if (!strcmp(argv[i], "--pvp-noref")) pvp_noref = 1, n = 1;
         if (!n) {
             i++;
             continue;
@@ -686,7 +705,7 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED;
         set_pos(&c, 2); /* saturated tiles */
         run(&c, NULL, 0);
-        c = mk(DATTN_F16, 2, 70, 88, 64); /* G = 1 (tc3: 3): one CTA runs several row blocks */
+        c = mk(DATTN_F16, 2, 70, 88, 64); /* G = 3 (tc2: 1): one CTA runs several row blocks */
         c.mask = MK_RIGHT;
         run(&c, NULL, 0);
         c = mk(DATTN_F16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
@@ -702,7 +721,8 @@ int main(int argc, char **argv)
             void (*fn)(void);
         } sw[] = {{"lengths", sweep_lengths}, {"positions", sweep_positions}, {"masks", sweep_masks},
                   {"packed", sweep_packed},   {"dims", sweep_dims},           {"dropout", sweep_dropout},
-                  {"determinism", sweep_determinism}, {"tc", sweep_tc}};
+                  {"determinism", sweep_determinism}, {"tc", sweep_tc},
+                  {"pvp", sweep_pvp}};
         int hit = 0;
         for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)
             if (!strcmp(only, sw[k].name)) sw[k].fn(), hit = 1;
@@ -717,11 +737,7 @@ int main(int argc, char **argv)
     sweep_dropout();
     sweep_determinism();
     sweep_tc();
-    static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
-    packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
-    packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);
-    packed_vs_padded(DATTN_BF16, 129, 32, l2, 5, 0.3f, DATTN_POS_C2P);
-    packed_vs_padded(DATTN_F16, 300, 64, l4, 4, 0.1f, DATTN_POS_P2C);
+    sweep_pvp();
     cuda_vs_cpu(DATTN_F16, 64, 200, DATTN_LAYOUT_PADDED, MK_MIXED, 0.1f, NULL);
     cuda_vs_cpu(DATTN_BF16, 32, 150, DATTN_LAYOUT_PACKED, MK_NONE, 0.3f, NULL);
     cuda_vs_cpu(DATTN_F32, 64, 120, DATTN_LAYOUT_PADDED, MK_HOLES, 0.5f, NULL);

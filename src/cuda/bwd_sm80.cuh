@@ -25,12 +25,16 @@
  * [row block][2S][D] (only the slot range the block touches); a reduce kernel sums the
  * partials in row-block order (bitwise deterministic, one writer per cell).
  *
- * tc3 (template flag V3, bwd_tc3_d64.cu, DATTN_CUDA_BWD=tc3): C is a sliding window of CW
- * row-frame slots instead of all 2S. The slot map is monotone in the row frame and each band
- * tile's window lies below the previous one, so a 16-slot block above the next band tile's
- * window is final: bwd_v3_flush does its dX += C . TR (TR rows still in the ring) and its
- * partial, then zeroes the columns for the lower slots that reuse them. Saturated-tile row
- * sums become fp32 rank-1 terms. With BN = 32 the CTA needs ~103 KB: two CTAs per SM.
+ * tc3 (template flag V3, bwd_tc3_d64.cu; the D = 64 default, DATTN_CUDA_BWD=tc2 pins round 2):
+ * C is a sliding window of CW row-frame slots instead of all 2S. The slot map is monotone in
+ * the row frame and each band tile's window lies below the previous one, so a 16-slot block
+ * above the next band tile's window is final: bwd_v3_flush does its dX += C . TR (TR rows
+ * still in the ring) and its partial, then zeroes the columns for the lower slots that reuse
+ * them. Saturated-tile row sums become fp32 rank-1 terms. With BN = 32 the CTA needs ~103 KB:
+ * two CTAs per SM. Every flush adds its blocks to dX in descending slot order, so the blocks
+ * reach dX in one descending sequence whichever flush (in-loop or the end phase) takes each:
+ * the order of the nonzero terms of dX does not depend on how many column tiles follow the
+ * last valid one (padded == packed bitwise: masked tiles and blocks only add exact zeros).
  *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
@@ -233,7 +237,7 @@ DATTN_DEV void bwd_load_yw(uint32_t sY, const uint16_t *yb, int64_t y_sl, const 
 }
 
 /* tc3 (V3): flush the row-frame slot blocks [blo, bhi) (multiples of 16) of the sliding C
- * window: dX += C . TR and partial (+)= C^T X (stored where the CTA's partial has not been
+ * window: dX += C . TR (blocks in descending order: see the top comment) and partial (+)= C^T X (stored where the CTA's partial has not been
  * written yet, added elsewhere; real slot = KV ? 2S - 1 - fslot : fslot), then zero their C
  * columns for the lower slots that reuse them. Blocks outside [sclo, stop] were never
  * scattered: they are zero (their C columns may belong to live slots, so they are not
@@ -255,8 +259,8 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
     const volatile int *sur = (const volatile int *)(smem + G::OFF_UR);
     const int ulo = sur[0], uhi = sur[1];
 #pragma unroll 1
-    for (int t0 = blo; t0 < bhi; t0 += 64) {
-        const int t1 = min(t0 + 64, bhi);
+    for (int t1 = bhi; t1 > blo; t1 -= 64) {
+        const int t0 = max(t1 - 64, blo);
         __syncthreads(); /* C complete; (staging) the ring is free */
         if (!fromring) {
             for (int idx = tid; idx < (t1 - t0) * G::CPR; idx += G::NTHR) {
@@ -268,9 +272,9 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
             cp_async_wait_all();
             __syncthreads();
         }
-        /* dX += C . TR (every warp its 16 rows) */
+        /* dX += C . TR (every warp its 16 rows), blocks in descending order */
 #pragma unroll 1
-        for (int s0 = t0; s0 < t1; s0 += 16) {
+        for (int s0 = t1 - 16; s0 >= t0; s0 -= 16) {
             if (s0 < sclo || s0 > stop) continue;
             uint32_t ca[4];
             ldsm_x4(ca, sCa + (uint32_t)(((wr0 + (lane & 7) + ((lane >> 3) & 1) * 8) * CPT + s0 % G::CW + 8 * (lane >> 4)) * 2));
