@@ -114,12 +114,13 @@ for t in build/tests/test_cuda_*; do
   else step "$(basename "$t")" 240 "$t"; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
-# 3a. the backward sweep again on the round-3 tensor-core kernels (DATTN_CUDA_BWD=tc3:
-#     sliding C window, two CTAs per SM, D = 64; bwd_tc3_d64.cu), opt-in until they are the
-#     faster path: every D = 64 fp16/bf16 case the tensor-core backward takes runs on them
+# 3a. the backward sweep again on the round-2 tensor-core kernels (DATTN_CUDA_BWD=tc2; the
+#     default run above takes the round-3 kernels at D = 64: sliding C window, two CTAs per
+#     SM, bwd_tc3_d64.cu): every D = 64 fp16/bf16 case the tensor-core backward takes runs
+#     on bwd_sm80_d64.cu instead (D = 128 runs it in both sweeps)
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3 --quick" 120 build/tests/test_cuda_bwd --path tc3 --quick
-  else step "test_cuda_bwd --path tc3" 240 build/tests/test_cuda_bwd --path tc3; fi
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
+  else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
@@ -146,12 +147,12 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/$t --quick --seed 7
     done
   done
-  # the round-3 backward kernels (two CTAs per SM, in-loop flushes of the C window)
+  # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there)
   if [ -x build/tests/test_cuda_bwd ]; then
     for tool in memcheck racecheck synccheck; do
       lim=90; [ $tool = racecheck ] && lim=150
-      step "san-$tool(test_cuda_bwd --path tc3)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
-        build/tests/test_cuda_bwd --path tc3 --quick --seed 7
+      step "san-$tool(test_cuda_bwd --path tc2)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+        build/tests/test_cuda_bwd --path tc2 --quick --seed 7
     done
   fi
   # the opt-in wgmma variant with the extra barrier / early K-side load (sm90w1ov)

@@ -595,8 +595,26 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
 
 /* ---------------------------------------------------------------- API */
 
-/* The backward and dropout are accepted on CUDA; the workspace query answers; a
- * backward without its workspace is rejected and writes nothing. */
+/* Bytes the backward workspace query must answer for c (fp16/bf16, both position terms,
+ * S 256): D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G = min(B ceil(L/64),
+ * gcap / H) row-block groups per head; gcap 264 for the round-3 pair (two CTAs per SM: the
+ * D = 64 default), 132 for round 2), two row sums, two column sums (floats per row), two
+ * partials (max of the simple path's H*min(B, 132/H) and the tensor-core path's H*G, times
+ * 2S*D floats). */
+static size_t bwd_ws_expect(const tcase *c, int gcap)
+{
+    size_t rows = (size_t)(c->B * c->H * c->L), grp = (size_t)(c->B * ((c->L + 63) / 64));
+    if (grp > (size_t)(gcap / c->H)) grp = (size_t)(gcap / c->H);
+    size_t sg = (size_t)c->B < (size_t)(132 / c->H) ? (size_t)c->B : (size_t)(132 / c->H);
+    size_t np = sg > grp ? sg : grp;
+    size_t part = np * (size_t)(c->H * 2 * 256 * c->D) * 4;
+#define AL(x) (((x) + 255) / 256 * 256)
+    return AL(rows * 4) + AL(4 * (size_t)c->H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+#undef AL
+}
+
+/* The backward and dropout are accepted on CUDA; the workspace query answers (and follows
+ * DATTN_CUDA_BWD); a backward without its workspace is rejected and writes nothing. */
 static void api_checks(void)
 {
     tcase c = mk(DATTN_F16, 2, 40, 2, 64);
@@ -612,18 +630,33 @@ static void api_checks(void)
     tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
              "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
-    /* bytes expected: D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G =
-     * min(B ceil(L/64), 132 / H) row-block groups per head), two row sums, two column sums
-     * (floats per row), two partials (max of the simple path's H*min(B, 132/H) and the
-     * tensor-core path's H*G, times 2S*D floats) */
-    size_t rows = (size_t)(c.B * c.H * c.L), grp = (size_t)(c.B * ((c.L + 63) / 64));
-    if (grp > (size_t)(132 / c.H)) grp = (size_t)(132 / c.H);
-    size_t sg = (size_t)c.B < (size_t)(132 / c.H) ? (size_t)c.B : (size_t)(132 / c.H);
-    size_t np = sg > grp ? sg : grp;
-    size_t part = np * (size_t)(c.H * 2 * 256 * c.D) * 4;
-#define AL(x) (((x) + 255) / 256 * 256)
-    size_t expect = AL(rows * 4) + AL(4 * (size_t)c.H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+    size_t expect = bwd_ws_expect(&c, 264);
     tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
+    {
+        /* a call whose group count differs between the two tensor-core pairs (U = 8 row
+         * blocks per head; 264 / 48 = 5, 132 / 48 = 2): the query follows DATTN_CUDA_BWD */
+        tcase c2 = mk(DATTN_F16, 2, 200, 48, 64);
+        tprob P2;
+        trng r2; /* (its own stream: the sweep's data stays that of its seed) */
+        trng_seed(&r2, 1);
+        tprob_init(&P2, &c2, &r2);
+        dattn_params p2 = P2.p;
+        p2.device = DATTN_DEVICE_CUDA;
+        static const struct {
+            const char *env;
+            int gcap;
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc2", 132}, {"simple", 132}};
+        for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
+            size_t w = 0;
+            if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);
+            dattn_status st = dattn_bwd_workspace_size(&p2, &w);
+            if (wq[k].env) unsetenv("DATTN_CUDA_BWD");
+            const size_t ex = bwd_ws_expect(&c2, wq[k].gcap);
+            tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, DATTN_CUDA_BWD=%s): %s, %zu bytes, expected %zu",
+                     wq[k].env ? wq[k].env : "(unset)", dattn_status_string(st), w, ex);
+        }
+        tprob_free(&P2);
+    }
     if (!use_cpu) {
         attach(&P, &x);
         if (tprob_fwd(&P, 0)) {

@@ -36,9 +36,14 @@
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
- * DATTN_CUDA_BWD = simple forces the simple backward (tests); DATTN_CUDA_BWD = tc3 takes the
- * round-3 tensor-core kernels (bwd_tc3_d64.cu: sliding C window, 2 CTAs per SM, D = 64)
- * where the tensor-core path runs, until a GPU run makes them the default. */
+ * At D = 64 the tensor-core backward is the round-3 pair (bwd_tc3_d64.cu, "tc3": sliding C
+ * window, 2 CTAs per SM; 1.3-1.6x the round-2 kernels on an H200) where its shared memory
+ * fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
+ * DATTN_CUDA_BWD (tests, A/B measurements; read by the workspace query and the call alike):
+ *   simple  the simple backward;
+ *   tc2     pins the round-2 tensor-core kernels at D = 64 too (smaller workspace: half the
+ *           table-gradient partial groups);
+ *   tc3     the default, accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -318,12 +323,14 @@ static int bwd_tc_call(const dattn_call *c)
     return 1;
 }
 
-/* DATTN_CUDA_BWD=tc3 asks for the round-3 kernels (D = 64 only). Read by the workspace
- * query and by the call alike (the workspace holds twice the groups' partials then). */
+/* The round-3 kernels (D = 64) unless DATTN_CUDA_BWD pins tc2 or simple. Read by the
+ * workspace query and by the call alike (the workspace holds twice the groups' partials
+ * then; a call that falls back to round 2 at run time uses fewer of them). */
 static int bwd_tc3_want(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
-    return force && !strcmp(force, "tc3") && c->D == 64 && bwd_tc_call(c);
+    if (force && (!strcmp(force, "tc2") || !strcmp(force, "simple"))) return 0;
+    return c->D == 64 && bwd_tc_call(c);
 }
 
 /* Simple backward: sequence groups of its table-gradient partials (bwd_simple.cu diag),
