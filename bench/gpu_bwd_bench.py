@@ -4,12 +4,19 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
+Each shape is timed twice in one run: the default backward (at D = 64 the round-3
+tensor-core kernels: sliding C window, two CTAs per SM; dattn_* keys) and the round-2 kernels
+pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_max_rel:
+max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
+against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
+had the round-2 kernels as the default and *_tc3 keys for the round-3 ones.
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
 """
 import argparse
 import json
+import os
 import time
 
 import torch
@@ -68,15 +75,36 @@ def main():
                 o = F.scaled_dot_product_attention(qt, kt, vt)
             torch.autograd.grad(o, (qt, kt, vt), dt)
 
+        def grads():
+            out = ops.attention(q, k, v, pk, pq)
+            return torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+
+        old = os.environ.pop("DATTN_CUDA_BWD", None)
         t_f = timed(fwd, 10, 5.0)
         t_fb = timed(fwdbwd, 5, 15.0)
+        g0 = grads()
+        os.environ["DATTN_CUDA_BWD"] = "tc2"  # read by the library at every call
+        try:
+            t_fb2 = timed(fwdbwd, 5, 15.0)
+            g2 = grads()
+        finally:
+            os.environ.pop("DATTN_CUDA_BWD", None)
+            if old is not None:
+                os.environ["DATTN_CUDA_BWD"] = old
+        rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                  for a, b in zip(g2, g0))
         t_fl = timed(flash, 10, 5.0)
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
-                 dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl)
+                 dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
+                 dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
+                 tc2_max_rel=rel)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
               f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
               flush=True)
+        print(f"     tc2 (round 2): fwd+bwd {t_fb2:9.3f} ms (bwd ~{t_fb2 - t_f:8.3f}); ratio "
+              f"{t_fb2 / t_fl:6.1f}x; tc2 vs default max rel diff {rel:.2e}", flush=True)
+        del g0, g2
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

@@ -114,6 +114,15 @@ for t in build/tests/test_cuda_*; do
   else step "$(basename "$t")" 240 "$t"; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
+# 3a. the backward sweep again on the round-2 tensor-core kernels (DATTN_CUDA_BWD=tc2; the
+#     default run above takes the round-3 kernels at D = 64: sliding C window, two CTAs per
+#     SM, bwd_tc3_d64.cu): every D = 64 fp16/bf16 case the tensor-core backward takes runs
+#     on bwd_sm80_d64.cu instead (D = 128 runs it in both sweeps)
+if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
+  else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup wgmma kernel at D = 64 and the mma.sync
 #     kernel at D = 32 / 128; launch.cu DATTN_SM90_DEFAULT): --path sm80 (mma.sync, the path
@@ -138,6 +147,14 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/$t --quick --seed 7
     done
   done
+  # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there)
+  if [ -x build/tests/test_cuda_bwd ]; then
+    for tool in memcheck racecheck synccheck; do
+      lim=90; [ $tool = racecheck ] && lim=150
+      step "san-$tool(test_cuda_bwd --path tc2)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+        build/tests/test_cuda_bwd --path tc2 --quick --seed 7
+    done
+  fi
   # the opt-in wgmma variant with the extra barrier / early K-side load (sm90w1ov)
   if [ -x build/tests/test_cuda_fwd ]; then
     for tool in racecheck synccheck; do
@@ -187,7 +204,7 @@ fi
 
 # 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
 if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
-  step "bwd-bench" 100 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+  step "bwd-bench" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
 fi

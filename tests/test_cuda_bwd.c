@@ -29,9 +29,14 @@
  *     and backward, on both forward paths, with HF padded rows and packed.
  *
  * Options: --sweep NAME (one sweep alone: lengths, positions, masks, packed, dims, dropout,
- * determinism, tc), --quick (small shapes, for compute-sanitizer), --cpu (run the same cases on the
- * CPU backend instead: validates this harness without a GPU), --max-l N (skip cases longer
- * than N: the host emulation of tests/emu), --seed N, --verbose.
+ * determinism, tc, pvp = packed vs padded bitwise), --pvp-noref (packed-vs-padded cases
+ * without their reference checks: many-seed runs of the bitwise comparison), --quick (small
+ * shapes, for compute-sanitizer), --cpu (run the same cases on the CPU backend instead:
+ * validates this harness without a GPU), --max-l N (skip cases longer than N: the host
+ * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
+ * not force itself, set before the workspace query: the default sweep runs the round-3
+ * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
+ * tensor-core path would run; tc3 names the default), --seed N, --verbose.
  */
 #include "ref64.h"
 #include "tprob.h"
@@ -54,6 +59,8 @@ static trng rng;
 static int use_cpu;
 static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulation) */
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
+static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc2) */
+static int pvp_noref; /* --pvp-noref: packed_vs_padded without the reference checks (seed sweeps) */
 
 #include "tcuda.h"
 
@@ -118,6 +125,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     }
     size_t wsz = 0;
     void *ws = NULL;
+    /* (set before the workspace query: the tc2 / tc3 paths size their partials differently) */
+    const char *bf = is_bwd ? (x->bforce ? x->bforce : bwd_path) : NULL;
+    if (bf) setenv("DATTN_CUDA_BWD", bf, 1);
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz && !x->no_ws) {
         CK(cudaMalloc(&ws, wsz));
@@ -126,10 +136,9 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     p.workspace = ws;
     p.workspace_size = wsz;
     if (!is_bwd && x->force) setenv("DATTN_CUDA_FWD", x->force, 1);
-    if (is_bwd && x->bforce) setenv("DATTN_CUDA_BWD", x->bforce, 1);
     if (st == DATTN_OK) st = is_bwd ? dattn_bwd(&p) : dattn_fwd(&p);
     if (!is_bwd && x->force) unsetenv("DATTN_CUDA_FWD");
-    if (is_bwd && x->bforce) unsetenv("DATTN_CUDA_BWD");
+    if (bf) unsetenv("DATTN_CUDA_BWD");
     cudaError_t e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) {
@@ -515,10 +524,10 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
     Q.p.dropout_offset = A.p.dropout_offset;
     attach(&A, &xa);
     attach(&Q, &xq);
-    if (tprob_fwd(&A, 1) && tprob_fwd(&Q, 1)) {
+    if (tprob_fwd(&A, !pvp_noref) && tprob_fwd(&Q, !pvp_noref)) {
         int64_t nf = diff_tok(&A, &A.out, &Q, &Q.out);
         tu_check(nf == 0, "%s: padded and packed forward differ on %lld elements", A.name, (long long)nf);
-        if (tprob_bwd(&A, 1) && tprob_bwd(&Q, 1)) {
+        if (tprob_bwd(&A, !pvp_noref) && tprob_bwd(&Q, !pvp_noref)) {
             int64_t nd = diff_tok(&A, &A.dq, &Q, &Q.dq), nk = diff_tok(&A, &A.dk, &Q, &Q.dk),
                     nv = diff_tok(&A, &A.dv, &Q, &Q.dv);
             int64_t npk = (pos & DATTN_POS_C2P) ? diff_all(&A.dpk, &Q.dpk) : 0;
@@ -532,6 +541,21 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
     devctx_free(&xq);
     tprob_free(&A);
     tprob_free(&Q);
+}
+
+/* The same sequences padded (right-padding mask) and packed: bitwise equal results. */
+static void sweep_pvp(void)
+{
+    static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
+    packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
+    packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);
+    packed_vs_padded(DATTN_BF16, 129, 32, l2, 5, 0.3f, DATTN_POS_C2P);
+    packed_vs_padded(DATTN_F16, 300, 64, l4, 4, 0.1f, DATTN_POS_P2C);
+    /* both tc3 kernels at D = 64 in bf16 with dropout; lengths ending inside / at / past
+     * the 32-key and 64-row tile edges (the flush schedule of a padded row block runs on
+     * over the masked tiles) */
+    static const int64_t l5[] = {200, 131, 64, 97, 33};
+    packed_vs_padded(DATTN_BF16, 200, 64, l5, 5, 0.2f, 3);
 }
 
 /* ---------------------------------------------------------------- dropout masks */
@@ -571,8 +595,26 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
 
 /* ---------------------------------------------------------------- API */
 
-/* The backward and dropout are accepted on CUDA; the workspace query answers; a
- * backward without its workspace is rejected and writes nothing. */
+/* Bytes the backward workspace query must answer for c (fp16/bf16, both position terms,
+ * S 256): D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G = min(B ceil(L/64),
+ * gcap / H) row-block groups per head; gcap 264 for the round-3 pair (two CTAs per SM: the
+ * D = 64 default), 132 for round 2), two row sums, two column sums (floats per row), two
+ * partials (max of the simple path's H*min(B, 132/H) and the tensor-core path's H*G, times
+ * 2S*D floats). */
+static size_t bwd_ws_expect(const tcase *c, int gcap)
+{
+    size_t rows = (size_t)(c->B * c->H * c->L), grp = (size_t)(c->B * ((c->L + 63) / 64));
+    if (grp > (size_t)(gcap / c->H)) grp = (size_t)(gcap / c->H);
+    size_t sg = (size_t)c->B < (size_t)(132 / c->H) ? (size_t)c->B : (size_t)(132 / c->H);
+    size_t np = sg > grp ? sg : grp;
+    size_t part = np * (size_t)(c->H * 2 * 256 * c->D) * 4;
+#define AL(x) (((x) + 255) / 256 * 256)
+    return AL(rows * 4) + AL(4 * (size_t)c->H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+#undef AL
+}
+
+/* The backward and dropout are accepted on CUDA; the workspace query answers (and follows
+ * DATTN_CUDA_BWD); a backward without its workspace is rejected and writes nothing. */
 static void api_checks(void)
 {
     tcase c = mk(DATTN_F16, 2, 40, 2, 64);
@@ -588,18 +630,33 @@ static void api_checks(void)
     tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
              "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
-    /* bytes expected: D_i, the tensor-core CTAs' slot ranges (int32 [2][H][G][2], G =
-     * min(B ceil(L/64), 132 / H) row-block groups per head), two row sums, two column sums
-     * (floats per row), two partials (max of the simple path's H*min(B, 132/H) and the
-     * tensor-core path's H*G, times 2S*D floats) */
-    size_t rows = (size_t)(c.B * c.H * c.L), grp = (size_t)(c.B * ((c.L + 63) / 64));
-    if (grp > (size_t)(132 / c.H)) grp = (size_t)(132 / c.H);
-    size_t sg = (size_t)c.B < (size_t)(132 / c.H) ? (size_t)c.B : (size_t)(132 / c.H);
-    size_t np = sg > grp ? sg : grp;
-    size_t part = np * (size_t)(c.H * 2 * 256 * c.D) * 4;
-#define AL(x) (((x) + 255) / 256 * 256)
-    size_t expect = AL(rows * 4) + AL(4 * (size_t)c.H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
+    size_t expect = bwd_ws_expect(&c, 264);
     tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
+    {
+        /* a call whose group count differs between the two tensor-core pairs (U = 8 row
+         * blocks per head; 264 / 48 = 5, 132 / 48 = 2): the query follows DATTN_CUDA_BWD */
+        tcase c2 = mk(DATTN_F16, 2, 200, 48, 64);
+        tprob P2;
+        trng r2; /* (its own stream: the sweep's data stays that of its seed) */
+        trng_seed(&r2, 1);
+        tprob_init(&P2, &c2, &r2);
+        dattn_params p2 = P2.p;
+        p2.device = DATTN_DEVICE_CUDA;
+        static const struct {
+            const char *env;
+            int gcap;
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc2", 132}, {"simple", 132}};
+        for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
+            size_t w = 0;
+            if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);
+            dattn_status st = dattn_bwd_workspace_size(&p2, &w);
+            if (wq[k].env) unsetenv("DATTN_CUDA_BWD");
+            const size_t ex = bwd_ws_expect(&c2, wq[k].gcap);
+            tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, DATTN_CUDA_BWD=%s): %s, %zu bytes, expected %zu",
+                     wq[k].env ? wq[k].env : "(unset)", dattn_status_string(st), w, ex);
+        }
+        tprob_free(&P2);
+    }
     if (!use_cpu) {
         attach(&P, &x);
         if (tprob_fwd(&P, 0)) {
@@ -632,6 +689,8 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--cpu")) use_cpu = 1, n = 1;
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoll(argv[i + 1]), n = 2;
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
+        else if (!strcmp(argv[i], "--path") && i + 1 < argc) bwd_path = argv[i + 1], n = 2;
+        else if (!strcmp(argv[i], "--pvp-noref")) pvp_noref = 1, n = 1;
         if (!n) {
             i++;
             continue;
@@ -652,7 +711,8 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    printf("backend: %s\n", use_cpu ? "CPU (harness validation)" : "CUDA");
+    printf("backend: %s%s%s\n", use_cpu ? "CPU (harness validation)" : "CUDA",
+           bwd_path ? ", backward path " : "", bwd_path ? bwd_path : "");
     api_checks();
     if (tu_opt.quick) {
         /* small shapes for compute-sanitizer: every kernel and path once */
@@ -678,7 +738,7 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED;
         set_pos(&c, 2); /* saturated tiles */
         run(&c, NULL, 0);
-        c = mk(DATTN_F16, 2, 70, 44, 64); /* G = 3: one CTA runs two row blocks */
+        c = mk(DATTN_F16, 2, 70, 88, 64); /* G = 3 (tc2: 1): one CTA runs several row blocks */
         c.mask = MK_RIGHT;
         run(&c, NULL, 0);
         c = mk(DATTN_F16, 3, 130, 2, 64); /* tensor-core backward with dropout, saturated tiles */
@@ -694,7 +754,8 @@ int main(int argc, char **argv)
             void (*fn)(void);
         } sw[] = {{"lengths", sweep_lengths}, {"positions", sweep_positions}, {"masks", sweep_masks},
                   {"packed", sweep_packed},   {"dims", sweep_dims},           {"dropout", sweep_dropout},
-                  {"determinism", sweep_determinism}, {"tc", sweep_tc}};
+                  {"determinism", sweep_determinism}, {"tc", sweep_tc},
+                  {"pvp", sweep_pvp}};
         int hit = 0;
         for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)
             if (!strcmp(only, sw[k].name)) sw[k].fn(), hit = 1;
@@ -709,11 +770,7 @@ int main(int argc, char **argv)
     sweep_dropout();
     sweep_determinism();
     sweep_tc();
-    static const int64_t l1[] = {5, 0, 17, 1, 17, 9}, l2[] = {129, 0, 64, 65, 3}, l4[] = {300, 257, 0, 1};
-    packed_vs_padded(DATTN_F32, 17, 32, l1, 6, 0.0f, 3);
-    packed_vs_padded(DATTN_F16, 129, 64, l2, 5, 0.0f, 3);
-    packed_vs_padded(DATTN_BF16, 129, 32, l2, 5, 0.3f, DATTN_POS_C2P);
-    packed_vs_padded(DATTN_F16, 300, 64, l4, 4, 0.1f, DATTN_POS_P2C);
+    sweep_pvp();
     cuda_vs_cpu(DATTN_F16, 64, 200, DATTN_LAYOUT_PADDED, MK_MIXED, 0.1f, NULL);
     cuda_vs_cpu(DATTN_BF16, 32, 150, DATTN_LAYOUT_PACKED, MK_NONE, 0.3f, NULL);
     cuda_vs_cpu(DATTN_F32, 64, 120, DATTN_LAYOUT_PADDED, MK_HOLES, 0.5f, NULL);

@@ -25,6 +25,17 @@
  * [row block][2S][D] (only the slot range the block touches); a reduce kernel sums the
  * partials in row-block order (bitwise deterministic, one writer per cell).
  *
+ * tc3 (template flag V3, bwd_tc3_d64.cu; the D = 64 default, DATTN_CUDA_BWD=tc2 pins round 2):
+ * C is a sliding window of CW row-frame slots instead of all 2S. The slot map is monotone in
+ * the row frame and each band tile's window lies below the previous one, so a 16-slot block
+ * above the next band tile's window is final: bwd_v3_flush does its dX += C . TR (TR rows
+ * still in the ring) and its partial, then zeroes the columns for the lower slots that reuse
+ * them. Saturated-tile row sums become fp32 rank-1 terms. With BN = 32 the CTA needs ~103 KB:
+ * two CTAs per SM. Every flush adds its blocks to dX in descending slot order, so the blocks
+ * reach dX in one descending sequence whichever flush (in-loop or the end phase) takes each:
+ * the order of the nonzero terms of dX does not depend on how many column tiles follow the
+ * last valid one (padded == packed bitwise: masked tiles and blocks only add exact zeros).
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -41,7 +52,7 @@
 
 #define DATTN_BWD_TC_SMAX 256 /* largest att span S on this path: C is [BM][2S + 8] */
 
-template <int D, int BN>
+template <int D, int BN, int V3 = 0>
 struct bwd_geom {
     static constexpr int NW = 4;
     static constexpr int BM = 64;
@@ -56,7 +67,11 @@ struct bwd_geom {
     static constexpr int PP = BN + 8;
     static constexpr int NWIN = BM + BN - 1;
     static constexpr int NT = BM + BN;
-    static constexpr int RC = BM + BN;
+    /* ring rows; tc3 (V3): >= the first band tile's rows [slo, shi | 15] (NWIN + 15) */
+    static constexpr int RC = V3 ? (BM + BN - 1 + 15 + 15) / 16 * 16 : BM + BN;
+    /* tc3: columns of the sliding C window (fslot s lives in column s % CW); the live
+     * 16-slot blocks [slo & ~15, roundup16(shi + 1)) of a band tile span <= NWIN + 16 */
+    static constexpr int CW = (BM + BN - 1 + 15 + 15) / 16 * 16;
     static constexpr int NSB = BN / 16;
     static constexpr int PARTS = NW / NSB;
     static constexpr int NBH = (BM + 16) / 8;
@@ -89,6 +104,7 @@ struct bwd_geom {
     static_assert(NW % NSB == 0, "col-side split");
     static_assert(PC % 16 == 8 && PP % 16 == 8, "pitch");
     static_assert(RC >= 64, "the end phase stages 64 table rows in the ring");
+    static_assert(!V3 || (RC >= NWIN + 15 && CW % 16 == 0 && CW >= NWIN + 15), "tc3 window");
 };
 
 /* C pitch (elements) for att span S: (2S + 8) * 2 bytes = 16 mod 128 when S % 16 == 0 */
@@ -220,21 +236,120 @@ DATTN_DEV void bwd_load_yw(uint32_t sY, const uint16_t *yb, int64_t y_sl, const 
     }
 }
 
+/* tc3 (V3): flush the row-frame slot blocks [blo, bhi) (multiples of 16) of the sliding C
+ * window: dX += C . TR (blocks in descending order: see the top comment) and partial (+)= C^T X (stored where the CTA's partial has not been
+ * written yet, added elsewhere; real slot = KV ? 2S - 1 - fslot : fslot), then zero their C
+ * columns for the lower slots that reuse them. Blocks outside [sclo, stop] were never
+ * scattered: they are zero (their C columns may belong to live slots, so they are not
+ * read): no dX, zeros to the partial. fromring: the TR rows are in the ring (in-loop
+ * flush: the blocks lie in the ring's valid rows); else each 64-slot chunk is staged. */
+template <int D, int BN, int BF, int KV>
+DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4], int blo, int bhi,
+                            int fromring, int sclo, int stop, const uint16_t *trh, int64_t tr_ss)
+{
+    typedef bwd_geom<D, BN, 1> G;
+    const dattn_fwd_args &a = A.f;
+    extern __shared__ __align__(128) char smem[];
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int S2 = 2 * a.S, CPT = G::CW + 8, wr0 = 16 * w;
+    const uint32_t sCa = smem_u32(smem + G::OFF_C), rk = smem_u32(smem + G::OFF_RK);
+    const uint32_t sX = smem_u32(smem + G::OFF_X);
+    const float isc = A.inv_scale;
+    float *part = (KV ? A.ppq : A.ppk) + ((int64_t)h * gridDim.x + blockIdx.x) * (int64_t)S2 * D;
+    const volatile int *sur = (const volatile int *)(smem + G::OFF_UR);
+    const int ulo = sur[0], uhi = sur[1];
+#pragma unroll 1
+    for (int t1 = bhi; t1 > blo; t1 -= 64) {
+        const int t0 = max(t1 - 64, blo);
+        __syncthreads(); /* C complete; (staging) the ring is free */
+        if (!fromring) {
+            for (int idx = tid; idx < (t1 - t0) * G::CPR; idx += G::NTHR) {
+                const int sl = t0 + idx / G::CPR, ch = idx % G::CPR;
+                const int real = KV ? S2 - 1 - sl : sl;
+                cp_async16(rk + swz<D>(sl % G::RC, ch), trh + (int64_t)real * tr_ss + ch * 8, 16);
+            }
+            cp_async_commit();
+            cp_async_wait_all();
+            __syncthreads();
+        }
+        /* dX += C . TR (every warp its 16 rows), blocks in descending order */
+#pragma unroll 1
+        for (int s0 = t1 - 16; s0 >= t0; s0 -= 16) {
+            if (s0 < sclo || s0 > stop) continue;
+            uint32_t ca[4];
+            ldsm_x4(ca, sCa + (uint32_t)(((wr0 + (lane & 7) + ((lane >> 3) & 1) * 8) * CPT + s0 % G::CW + 8 * (lane >> 4)) * 2));
+#pragma unroll
+            for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                uint32_t r[4];
+                ldsm_x4_trans(r, rk + swz<D>((s0 + (lane & 7) + ((lane >> 3) & 1) * 8) % G::RC, dq2 + (lane >> 4)));
+                mma16816_acc<BF>(dx[dq2], ca, r[0], r[1]);
+                mma16816_acc<BF>(dx[dq2 + 1], ca, r[2], r[3]);
+            }
+        }
+        /* partial (+)= C^T X (block k of the chunk: warp k % NW) */
+#pragma unroll 1
+        for (int s0 = t0 + 16 * w; s0 < t1; s0 += 16 * G::NW) {
+            const int r0 = KV ? S2 - 16 - s0 : s0; /* real start of the block */
+            const int fresh = r0 < ulo || r0 >= uhi;
+            float acc[G::DB][4];
+#pragma unroll
+            for (int db = 0; db < G::DB; db++) acc[db][0] = acc[db][1] = acc[db][2] = acc[db][3] = 0.f;
+            if (s0 >= sclo && s0 <= stop) {
+#pragma unroll
+                for (int kk = 0; kk < G::BM / 16; kk++) {
+                    uint32_t ca[4];
+                    const int mi = lane >> 3;
+                    ldsm_x4_trans(ca, sCa + (uint32_t)(((16 * kk + (lane & 7) + ((mi >> 1) & 1) * 8) * CPT + s0 % G::CW + (mi & 1) * 8) * 2));
+#pragma unroll
+                    for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                        uint32_t r[4];
+                        ldsm_x4_trans(r, sX + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
+                        mma16816_acc<BF>(acc[dq2], ca, r[0], r[1]);
+                        mma16816_acc<BF>(acc[dq2 + 1], ca, r[2], r[3]);
+                    }
+                }
+            }
+            const int f0 = s0 + g, f1 = s0 + g + 8;
+            const int tr0 = KV ? S2 - 1 - f0 : f0, tr1 = KV ? S2 - 1 - f1 : f1;
+#pragma unroll
+            for (int db = 0; db < G::DB; db++) {
+                float2 *p0 = (float2 *)(part + (int64_t)tr0 * D + 8 * db + 2 * c);
+                float2 *p1 = (float2 *)(part + (int64_t)tr1 * D + 8 * db + 2 * c);
+                float2 v0 = make_float2(acc[db][0] * isc, acc[db][1] * isc);
+                float2 v1 = make_float2(acc[db][2] * isc, acc[db][3] * isc);
+                if (!fresh) {
+                    v0.x += p0->x, v0.y += p0->y;
+                    v1.x += p1->x, v1.y += p1->y;
+                }
+                *p0 = v0;
+                *p1 = v1;
+            }
+        }
+        __syncthreads(); /* every warp has read the chunk's C columns */
+#pragma unroll 1
+        for (int s0 = t0; s0 < t1; s0 += 16) {
+            if (s0 < sclo || s0 > stop) continue;
+            for (int idx = tid; idx < G::BM * 8; idx += G::NTHR)
+                ((uint32_t *)(smem + G::OFF_C))[((idx >> 3) * CPT + s0 % G::CW) / 2 + (idx & 7)] = 0u;
+        }
+    }
+}
+
 /* One row block (m0, 64 rows) of sequence b, head h. Its table gradient goes into the
  * CTA's fp32 partial [2S][D]; shared int pair OFF_UR = [lo, hi): the 16-slot blocks of it
  * already written by earlier row blocks of this CTA (stored there, added elsewhere; the
  * range of every row block holds slot(0), so the union stays an interval). */
-template <int D, int BN, int BF, int KV>
+template <int D, int BN, int BF, int KV, int V3>
 DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
 {
-    typedef bwd_geom<D, BN> G;
+    typedef bwd_geom<D, BN, V3> G;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
     int tok0, len;
     dev_seq(a, b, tok0, len);
     if (m0 >= len) return;
-    const int S2 = 2 * a.S, CPT = bwd_cpitch(a.S);
+    const int S2 = 2 * a.S, CPT = V3 ? G::CW + 8 : bwd_cpitch(a.S);
     const int rowpos = KV ? a.p2c : a.c2p; /* row-side term (and table gradient) */
     const int colpos = KV ? a.c2p : a.p2c;
     const int use_pos = a.c2p | a.p2c;
@@ -354,6 +469,14 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     const uint32_t bh = (uint32_t)b * (uint32_t)a.H + (uint32_t)h;
 
     int ring_lo = 0, ring_ok = 0;
+    /* tc3: C blocks at row-frame slots >= ftop are flushed; rows <= rtop were loaded into
+     * the ring by the first band tile; sc_any: a band tile ran (scattered into C) */
+    int ftop = 0, rtop = -1, sc_any = 0;
+    if (V3 && rowpos) {
+        int t_lo, t_hi;
+        bwd_tc_range(a, stab, KV, m0, len, t_lo, t_hi);
+        ftop = ((KV ? S2 - 1 - t_lo : t_hi) | 15) + 1;
+    }
     /* double-buffered Y, W (prefetch of the next tile) in the dq kernel; the dkdv kernel
      * sits at the 255-register limit and spills with the moving buffer base */
     constexpr int PF = !KV;
@@ -378,10 +501,14 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 const int uu = u < G::NWIN ? u : G::NWIN - 1;
                 const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
                 sT[u] = row * G::RB + (swz_key<D>(row) << 4);
-                sSl[u] = bwd_rslot<KV>(a, stab, rlo + uu);
+                /* C column: the real slot, or (tc3) the row-frame slot mod CW */
+                sSl[u] = V3 ? bwd_fslot<KV>(a, stab, rlo + uu) % G::CW : bwd_rslot<KV>(a, stab, rlo + uu);
             }
             const int slo = bwd_fslot<KV>(a, stab, rlo), shi = bwd_fslot<KV>(a, stab, rlo + G::NWIN - 1);
-            const int top = ring_ok ? min(shi, ring_lo - 1) : shi;
+            /* tc3: the first band tile also loads up to the end of shi's 16-slot block (the
+             * in-loop flush reads those rows from the ring) */
+            const int top = ring_ok ? min(shi, ring_lo - 1) : V3 ? min(shi | 15, S2 - 1) : shi;
+            if (V3 && !ring_ok) rtop = top, sc_any = 1;
             const int nrows = top - slo + 1;
             for (int idx = tid; idx < nrows * G::CPR; idx += G::NTHR) {
                 const int s = slo + idx / G::CPR, ch = idx % G::CPR;
@@ -684,12 +811,72 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 }
             }
         }
+        /* tc3: when the next tile is a band tile too, the 16-slot blocks above its window
+         * are final: flush them while their TR rows are still in the ring */
+        if (V3 && rowpos && cls == DATTN_CLS_BAND) {
+            const int rln = rlo - BN;
+            if (n + 1 < n_end && rln < a.R && m0 - n0 - BN + G::BM - 1 > -a.R) {
+                const int nf = (bwd_fslot<KV>(a, stab, rln + G::NWIN - 1) | 15) + 1;
+                if (nf < ftop) {
+                    bwd_v3_flush<D, BN, BF, KV>(A, h, dx, nf, ftop, 1, ring_lo & ~15, rtop, trh, tr_ss);
+                    ftop = nf;
+                }
+            }
+        }
     }
 
     /* ---- end of the row block */
     const float isc = A.inv_scale;
     int tlo = 0, thi = -1;
-    if (rowpos) {
+    if (V3 && rowpos) {
+        bwd_tc_range(a, stab, KV, m0, len, tlo, thi);
+        const int flo = KV ? S2 - 1 - thi : tlo;
+        bwd_v3_flush<D, BN, BF, KV>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
+                                    trh, tr_ss);
+        /* saturated-tile row sums (fp32, outside C): dX += rs TR[sat], partial[sat] += rs^T X */
+        __syncthreads(); /* (scs: the tiles' reads of the saturated constants are done) */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            rs_hi[r] += __shfl_xor_sync(0xffffffffu, rs_hi[r], 1);
+            rs_hi[r] += __shfl_xor_sync(0xffffffffu, rs_hi[r], 2);
+            rs_lo[r] += __shfl_xor_sync(0xffffffffu, rs_lo[r], 1);
+            rs_lo[r] += __shfl_xor_sync(0xffffffffu, rs_lo[r], 2);
+            if (c == 0) {
+                scs[wr0 + g + 8 * r] = rs_hi[r];
+                scs[G::BM + wr0 + g + 8 * r] = rs_lo[r];
+            }
+        }
+#pragma unroll
+        for (int db = 0; db < G::DB; db++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int d = 8 * db + 2 * c + e;
+                const float th = h2f<BF>(trh[(int64_t)sat_hi * tr_ss + d]), tl = h2f<BF>(trh[(int64_t)sat_lo * tr_ss + d]);
+#pragma unroll
+                for (int r = 0; r < 2; r++) dx[db][2 * r + e] = fmaf(rs_hi[r], th, fmaf(rs_lo[r], tl, dx[db][2 * r + e]));
+            }
+        __syncthreads(); /* the flush's partial writes and scs */
+        float *part = (KV ? A.ppq : A.ppk) + ((int64_t)h * gridDim.x + blockIdx.x) * (int64_t)S2 * D;
+        for (int idx = tid; idx < 2 * D; idx += G::NTHR) {
+            const int which = idx / D, d = idx % D, st = which ? sat_lo : sat_hi;
+            if (st < tlo || st > thi) continue; /* no saturated tile on that side */
+            const int same = sat_lo == sat_hi; /* (a degenerate map: one cell, one writer) */
+            if (which && same) continue;
+            float acc = 0.f;
+            for (int x = 0; x < G::BM; x++) {
+                const uint16_t xv = *(const uint16_t *)(smem + G::OFF_X + swz<D>(x, d >> 3) + (d & 7) * 2);
+                const float rsx = scs[which * G::BM + x] + (same ? scs[G::BM + x] : 0.f);
+                acc = fmaf(rsx, h2f<BF>(xv), acc);
+            }
+            part[(int64_t)st * D + d] += acc * isc;
+        }
+        __syncthreads(); /* every thread has read the old range */
+        int *sur = (int *)(smem + G::OFF_UR);
+        if (tid == 0) {
+            sur[0] = min(sur[0], tlo & ~15);
+            sur[1] = max(sur[1], (thi & ~15) + 16);
+        }
+    } else if (rowpos) {
         bwd_tc_range(a, stab, KV, m0, len, tlo, thi);
         /* saturated-tile row sums into C */
 #pragma unroll
@@ -802,10 +989,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
  * contiguous, balanced share of the B * nblk row blocks over gridDim.x groups) and sums
  * their table gradients into one fp32 partial [2S][D] (its own: one writer, fixed order),
  * then records the written 16-slot range [lo, hi) for the reduce. */
-template <int D, int BN, int BF, int KV>
+template <int D, int BN, int BF, int KV, int V3>
 DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
 {
-    typedef bwd_geom<D, BN> G;
+    typedef bwd_geom<D, BN, V3> G;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int h = blockIdx.y, grp = blockIdx.x, NG = gridDim.x;
@@ -824,7 +1011,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         __syncthreads(); /* the previous row block is done with shared memory and its partial */
         const int u = sur[2];
         if (u >= sur[3]) break;
-        bwd_sm80_unit<D, BN, BF, KV>(A, u / nblk, h, (u % nblk) * 64);
+        bwd_sm80_unit<D, BN, BF, KV, V3>(A, u / nblk, h, (u % nblk) * 64);
         __syncthreads();
         if (threadIdx.x == 0) sur[2] = u + 1;
     }

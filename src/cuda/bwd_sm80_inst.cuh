@@ -1,19 +1,32 @@
 /* Stamps out the tensor-core backward kernels of head dim DATTN_BWD_D (bwd_sm80.cuh) and
- * their host launcher dattn_launch_bwd_sm80_d<D>. Included by bwd_sm80_d64.cu /
- * bwd_sm80_d128.cu (one translation unit per head dim keeps the build parallel). */
+ * their host launcher dattn_launch_bwd_<PFX>_d<D>. Included by bwd_sm80_d64.cu /
+ * bwd_sm80_d128.cu / bwd_tc3_d64.cu (one translation unit per variant keeps the build
+ * parallel). DATTN_BWD_V3 = 1 (tc3): the sliding C window, two CTAs per SM; PFX tc3. */
 #include "bwd_sm80.cuh"
 
 #include <cuda_runtime.h>
 
+#ifndef DATTN_BWD_V3
+#define DATTN_BWD_V3 0
+#endif
+#if DATTN_BWD_V3
+#define DATTN_BWD_PFX tc3
+#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
+#else
+#define DATTN_BWD_PFX sm80
+#define DATTN_BWD_MINB 1
+#endif
+
 #define DATTN_BWD_CAT2(a, b) a##b
 #define DATTN_BWD_CAT(a, b) DATTN_BWD_CAT2(a, b)
+#define DATTN_BWD_CAT3(a, b, c) DATTN_BWD_CAT(DATTN_BWD_CAT(a, b), c)
 
 #define DATTN_BWD_KERNEL(...) DATTN_BWD_KERNEL2(__VA_ARGS__)
-#define DATTN_BWD_KERNEL2(D, BN, DT, BF, KV)                                                    \
-    extern "C" __global__ void __launch_bounds__(128, 1)                                       \
-        dattn_bwd_sm80_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A)           \
+#define DATTN_BWD_KERNEL2(PFX, D, BN, DT, BF, KV, V3, MINB)                                    \
+    extern "C" __global__ void __launch_bounds__(128, MINB)                                    \
+        dattn_bwd_##PFX##_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A)        \
     {                                                                                          \
-        DATTN_BWD_ARCH_BODY(bwd_sm80_body<D, BN, BF, KV>(A));                                  \
+        DATTN_BWD_ARCH_BODY(bwd_sm80_body<D, BN, BF, KV, V3>(A));                              \
     }
 
 /* Only sm_90 runs these kernels (launch.cu routes every other arch to the simple
@@ -24,31 +37,38 @@
 #define DATTN_BWD_ARCH_BODY(...) __trap()
 #endif
 
-DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0)
-DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1)
-DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0)
-DATTN_BWD_KERNEL(DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1)
+DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
+DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
+DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
+DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 
-#define DATTN_BWD_K(DT, KV) DATTN_BWD_CAT(DATTN_BWD_CAT(dattn_bwd_sm80_##DT##_d, DATTN_BWD_D), _kv##KV)
+#define DATTN_BWD_K(DT, KV) \
+    DATTN_BWD_CAT(DATTN_BWD_CAT3(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _##DT##_d), DATTN_BWD_D, _kv), KV)
 
-/* Shared memory of one CTA for att span S. */
-extern "C" size_t DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(int S)
+/* Shared memory of one CTA for att span S (tc3: the C window does not depend on S). */
+extern "C" size_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _smem_d), DATTN_BWD_D)(int S)
 {
-    typedef bwd_geom<DATTN_BWD_D, DATTN_BWD_BN> G;
-    return (size_t)G::SMEM_FIXED + (size_t)G::BM * (size_t)(2 * S + 8) * 2;
+    typedef bwd_geom<DATTN_BWD_D, DATTN_BWD_BN, DATTN_BWD_V3> G;
+    const size_t cols = DATTN_BWD_V3 ? (size_t)G::CW + 8 : (size_t)(2 * S + 8);
+    return (size_t)G::SMEM_FIXED + (size_t)G::BM * cols * 2;
 }
 
 /* dq kernel (which = 0) or dkdv kernel (which = 1), grid (A->tcg, H): CTA (g, h) runs a
  * contiguous share of head h's B * ceil(L / 64) row blocks (bwd_sm80_body). */
-extern "C" cudaError_t DATTN_BWD_CAT(dattn_launch_bwd_sm80_d, DATTN_BWD_D)(const dattn_bwd_args *A, int bf,
-                                                                       int which, cudaStream_t stream)
+extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD_PFX, _d), DATTN_BWD_D)(
+    const dattn_bwd_args *A, int bf, int which, cudaStream_t stream)
 {
     typedef void (*kfn)(dattn_bwd_args);
     const kfn k = bf ? (which ? DATTN_BWD_K(bf16, 1) : DATTN_BWD_K(bf16, 0))
                      : (which ? DATTN_BWD_K(f16, 1) : DATTN_BWD_K(f16, 0));
-    const size_t smem = DATTN_BWD_CAT(dattn_bwd_sm80_smem_d, DATTN_BWD_D)(A->f.S);
+    const size_t smem = DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _smem_d), DATTN_BWD_D)(A->f.S);
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
+#if DATTN_BWD_V3
+    /* the whole unified L1 as shared memory, so that two CTAs fit */
+    e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (e != cudaSuccess) return e;
+#endif
     const dim3 grid((unsigned)A->tcg, (unsigned)A->f.H);
     k<<<grid, 128, smem, stream>>>(*A);
     return cudaGetLastError();

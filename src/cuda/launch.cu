@@ -36,7 +36,14 @@
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
- * DATTN_CUDA_BWD = simple forces the simple backward (tests). */
+ * At D = 64 the tensor-core backward is the round-3 pair (bwd_tc3_d64.cu, "tc3": sliding C
+ * window, 2 CTAs per SM; 1.3-1.6x the round-2 kernels on an H200) where its shared memory
+ * fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
+ * DATTN_CUDA_BWD (tests, A/B measurements; read by the workspace query and the call alike):
+ *   simple  the simple backward;
+ *   tc2     pins the round-2 tensor-core kernels at D = 64 too (smaller workspace: half the
+ *           table-gradient partial groups);
+ *   tc3     the default, accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -78,7 +85,8 @@ extern "C" size_t dattn_bwd_dq_smem(int D);
 extern "C" size_t dattn_bwd_dkdv_smem(int D);
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 extern "C" size_t dattn_bwd_sm80_smem(int D, int S);
-extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream);
+extern "C" size_t dattn_bwd_tc3_smem(int D, int S);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -291,10 +299,11 @@ typedef struct bws_layout {
  * partials are H*G*2S*D floats per table whatever B and L; G depends only on the call,
  * so the summation order (hence every bit) too. */
 #define DATTN_BWD_TC_CTAS 132
-static int64_t bwd_tc_groups(const dattn_call *c)
+static int64_t bwd_tc_groups(const dattn_call *c, int tc3)
 {
     const int64_t U = (int64_t)c->B * ((c->L + 63) / 64);
-    int64_t g = DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
+    /* tc3: two CTAs per SM, twice the groups (one wave of 2-CTA/SM kernels) */
+    int64_t g = (tc3 ? 2 : 1) * DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
     if (g < 1) g = 1;
     if (g > U) g = U;
     return g < 1 ? 1 : g;
@@ -314,6 +323,16 @@ static int bwd_tc_call(const dattn_call *c)
     return 1;
 }
 
+/* The round-3 kernels (D = 64) unless DATTN_CUDA_BWD pins tc2 or simple. Read by the
+ * workspace query and by the call alike (the workspace holds twice the groups' partials
+ * then; a call that falls back to round 2 at run time uses fewer of them). */
+static int bwd_tc3_want(const dattn_call *c)
+{
+    const char *force = getenv("DATTN_CUDA_BWD");
+    if (force && (!strcmp(force, "tc2") || !strcmp(force, "simple"))) return 0;
+    return c->D == 64 && bwd_tc_call(c);
+}
+
 /* Simple backward: sequence groups of its table-gradient partials (bwd_simple.cu diag),
  * min(B, DATTN_BWD_TC_CTAS / H) >= 1: never more partials than the tensor-core path's. */
 static int64_t bwd_simple_groups(const dattn_call *c)
@@ -329,8 +348,9 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
     const size_t rows = c->packed ? (size_t)c->H * (size_t)c->T : (size_t)c->B * (size_t)c->H * (size_t)c->L;
     size_t part = (size_t)bwd_simple_groups(c) * (size_t)c->H * 2 * (size_t)c->S * (size_t)c->D;
     const int tcp = (c->c2p || c->p2c) && bwd_tc_call(c);
+    const int tc3 = tcp && bwd_tc3_want(c);
     if (tcp) {
-        const size_t tc = (size_t)c->H * (size_t)bwd_tc_groups(c) * 2 * (size_t)c->S * (size_t)c->D;
+        const size_t tc = (size_t)c->H * (size_t)bwd_tc_groups(c, tc3) * 2 * (size_t)c->S * (size_t)c->D;
         if (tc > part) part = tc;
     }
     size_t off = 0;
@@ -339,7 +359,7 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
     off += al256(rows * sizeof(float));
     if (tcp) {
         w->tcr = off;
-        off += al256((size_t)4 * (size_t)c->H * (size_t)bwd_tc_groups(c) * sizeof(int32_t));
+        off += al256((size_t)4 * (size_t)c->H * (size_t)bwd_tc_groups(c, tc3) * sizeof(int32_t));
     }
     if (c->c2p) {
         w->rsat = off;
@@ -728,7 +748,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.ppk = wl.ppk != WS_NONE ? (float *)(ws + wl.ppk) : NULL;
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
     A.tcr = wl.tcr != WS_NONE ? (int32_t *)(ws + wl.tcr) : NULL;
-    A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c);
+    int tc3 = bwd_tc3_want(c); /* (the layout above reserved its partials) */
     A.sgb = c->B == 0 ? 0 : (int32_t)bwd_simple_groups(c);
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
@@ -747,7 +767,9 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * fit an A100 or Ada anyway); elsewhere the simple kernels run */
     if (di.major != 9) tc = 0;
     if (tc && dattn_bwd_sm80_smem((int)c->D, a.S) > (size_t)di.smem_optin) tc = 0;
-    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, (cudaStream_t)p->stream)
+    tc3 = tc3 && tc && dattn_bwd_tc3_smem((int)c->D, a.S) <= (size_t)di.smem_optin;
+    A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c, tc3);
+    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, tc3, (cudaStream_t)p->stream)
                        : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "backward kernel launch");
     return DATTN_OK;
