@@ -17,7 +17,8 @@ targets resolved), and aggregates the counters per source line:
 
   python3 scripts/ncu_lines.py --csv bench/results/gpu-2026-11-30-prof/source.csv.gz \
       --obj build/src/cuda/fwd_d64_sm90.o --kernel dattn_fwd_sm90_d64_f16_n64_w4o0 \
-      [--index 0 2] [--top 40] [--by body inner func] [--nvdisasm PATH] [--cuobjdump PATH]
+      [--index 0 2] [--top 40] [--by body inner func] [--unit N ...] [--rev 1fa2164]
+      [--nvdisasm PATH] [--cuobjdump PATH] [--sass LISTING]
 
 The object must be compiled by the same nvcc with the same flags (the Makefile's, which
 include -lineinfo) from the profiled commit; a mismatch is reported (first differing offset)
@@ -225,16 +226,30 @@ def opnd_key(t):
 
 
 _func_cache = {}
+SRC_REV = None  # --rev: read the source text of that git revision (the profiled commit)
+
+
+def read_source(path):
+    if SRC_REV:
+        try:
+            top = subprocess.run(["git", "-C", os.path.dirname(path) or ".", "rev-parse", "--show-toplevel"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+            rel = os.path.relpath(os.path.realpath(path), os.path.realpath(top))
+            return subprocess.run(["git", "-C", top, "show", f"{SRC_REV}:{rel}"], capture_output=True,
+                                  text=True, check=True).stdout
+        except (subprocess.CalledProcessError, OSError, ValueError):
+            pass
+    try:
+        return open(path).read()
+    except OSError:
+        return ""
 
 
 def func_of(path, line):
     """The C/C++ function that encloses path:line (the last definition-looking line before
     it at column 0: 'name(' after a type, not a control statement)."""
     if path not in _func_cache:
-        try:
-            src = open(path).read().split("\n")
-        except OSError:
-            src = []
+        src = read_source(path).split("\n")
         defs = []
         for i, l in enumerate(src):
             m = re.match(r"^(?:template\s*<.*>\s*)?(?:[A-Za-z_][\w:<>,\s\*&]*\s+)?\**([A-Za-z_]\w*)\s*\(", l)
@@ -347,7 +362,11 @@ def main():
     ap.add_argument("--nvdisasm")
     ap.add_argument("--cuobjdump")
     ap.add_argument("--force", action="store_true", help="aggregate even if the SASS differs")
+    ap.add_argument("--rev", help="git revision whose source text the tables quote (default: the files "
+                                  "on disk, which must be those the object was built from)")
     args = ap.parse_args()
+    global SRC_REV
+    SRC_REV = args.rev
     if not (args.obj or args.cubin or args.sass):
         ap.error("one of --obj, --cubin, --sass")
     kernels, _ = read_csv(args.csv)
