@@ -123,7 +123,8 @@ class DattnFwd:
 
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
-FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"))
+FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
+                  ("w1b", "sm90w1b"))
 
 
 def bench(fn, rep=200):

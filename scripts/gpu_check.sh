@@ -130,7 +130,7 @@ fi
 #     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
 #     (one warpgroup, next K side loaded during the softmax). GPU_CHECK_PATHS overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1b}; do
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
     else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"

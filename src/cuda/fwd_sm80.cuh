@@ -74,7 +74,7 @@
  * variant (fwd_sm90.cuh): Q K^T and P V run on wgmma, which reads the K and V tiles
  * through 128-byte-swizzle descriptors, so those tiles start on 1024-byte boundaries and
  * the dynamic shared memory gets 1 KB of slack to align its base. */
-template <int D, int NW, int MS, int BN, int V90 = 0>
+template <int D, int NW, int MS, int BN, int V90 = 0, int LN = 0>
 struct fwd_geom {
     static constexpr int BM = 16 * MS * NW;  /* query rows per CTA */
     static constexpr int WR = 16 * MS;       /* query rows per warp */
@@ -106,7 +106,9 @@ struct fwd_geom {
     static constexpr int OFF_V = DATTN_ALIGN_V90(OFF_K + BN * RB, V90);
     static constexpr int OFF_T = OFF_V + BN * RB;
     static constexpr int OFF_PS = OFF_T + DATTN_ALIGN128(NT * 4);
-    static constexpr int OFF_RK = OFF_PS + DATTN_ALIGN128(BN * 4);
+    /* saturated p2c constants: BN floats; the lean loop (LN) MS x 2 BN (per strip, each key
+     * pair twice: one 16-byte load per score block) */
+    static constexpr int OFF_RK = OFF_PS + DATTN_ALIGN128(BN * 4 * (LN ? 2 * MS : 1));
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB; /* saturated c2p row constants [2][BM] */
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
@@ -155,6 +157,10 @@ typedef struct fwd_cta {
     const uint16_t *stab;
     char *smem;
     int m0, len, use_pos;
+    /* LN (lean loop) only: this thread's K / V source of key tile 0 (row tid / CPR, chunk
+     * tid % CPR) and its byte offset in the K / V tile (the same in both) */
+    const uint16_t *kthr, *vthr;
+    uint32_t kvoff;
 } fwd_cta;
 
 template <int D, int NW, int MS, int BN, int V90>
@@ -169,14 +175,41 @@ DATTN_DEV int tile_class(const dattn_fwd_args &a, const fwd_cta &t, int n0)
 }
 
 /* V tile n. */
+/* LN: one K or V tile through the per-thread source pointer thr (fwd_cta.kthr / vthr): row
+ * row0 + it * RPI of tile n0 is thr + (n0 + it * RPI) * sl, its shared-memory chunk kvoff + it
+ * * RPI * (row pitch) (RPI % 8 == 0 keeps the swizzle key). A fully valid tile (all but the
+ * last of a sequence) loads with no bounds check; the last one as the generic loader does
+ * (rows past the end zero-filled from the tile's first row). */
 template <int D, int NW, int MS, int BN, int V90>
-DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
+DATTN_DEV void fwd_load_tile_ln(uint32_t sdst, const uint16_t *thr, int64_t sl, int n0, int len)
 {
     typedef fwd_geom<D, NW, MS, BN, V90> G;
+    constexpr int RPI = G::NTHR / G::CPR;              /* rows per pass */
+    constexpr int PITCH = (V90 && D > 64) ? 128 : 2 * D; /* bytes per row (kv_swz) */
+    static_assert(G::NTHR % G::CPR == 0 && RPI % 8 == 0 && BN % RPI == 0, "lean K / V loader geometry");
+    const uint16_t *src = thr + (int64_t)n0 * sl;
+    if (n0 + BN <= len) {
+#pragma unroll
+        for (int it = 0; it < BN / RPI; it++) cp_async16(sdst + it * RPI * PITCH, src + (int64_t)(it * RPI) * sl, 16);
+    } else {
+        const int row0 = (int)threadIdx.x / G::CPR;
+#pragma unroll
+        for (int it = 0; it < BN / RPI; it++) {
+            const int ok = n0 + row0 + it * RPI < len;
+            cp_async16(sdst + it * RPI * PITCH, ok ? src + (int64_t)(it * RPI) * sl : thr - (int64_t)row0 * sl, ok ? 16 : 0);
+        }
+    }
+}
+
+template <int D, int NW, int MS, int BN, int V90, int LN = 0>
+DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
+{
+    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     const int n0 = n * BN;
     const uint32_t sV = smem_u32(t.smem + G::OFF_V);
+    if constexpr (LN) fwd_load_tile_ln<D, NW, MS, BN, V90>(sV + t.kvoff, t.vthr, a.v_sl, n0, t.len);
 #pragma unroll
-    for (int it = 0; it < (BN * G::CPR + G::NTHR - 1) / G::NTHR; it++) {
+    for (int it = 0; it < (LN ? 0 : (BN * G::CPR + G::NTHR - 1) / G::NTHR); it++) {
         const int idx = threadIdx.x + it * G::NTHR;
         if (idx < BN * G::CPR) {
             const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
@@ -188,16 +221,17 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 
 /* The K side of key tile n: K, the window table and new ring rows (band) or the
  * saturated p2c constants, and (registers) its mask bytes. */
-template <int D, int NW, int MS, int BN, int V90>
+template <int D, int NW, int MS, int BN, int V90, int LN = 0>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
                           int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3)
 {
-    typedef fwd_geom<D, NW, MS, BN, V90> G;
+    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     const int tid = threadIdx.x, lane = tid & 31;
     const int n0 = n * BN;
     const uint32_t sK = smem_u32(t.smem + G::OFF_K);
+    if constexpr (LN) fwd_load_tile_ln<D, NW, MS, BN, V90>(sK + t.kvoff, t.kthr, a.k_sl, n0, t.len);
 #pragma unroll
-    for (int it = 0; it < (BN * G::CPR + G::NTHR - 1) / G::NTHR; it++) {
+    for (int it = 0; it < (LN ? 0 : (BN * G::CPR + G::NTHR - 1) / G::NTHR); it++) {
         const int idx = tid + it * G::NTHR;
         if (idx < BN * G::CPR) {
             const int row = idx / G::CPR, ch = idx % G::CPR, j = n0 + row;
@@ -241,7 +275,20 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         if (cls != DATTN_CLS_PLAIN && a.p2c) {
             const float *src = t.kpsb + (cls == DATTN_CLS_SATN ? a.kps_ld : 0) + n0;
             const uint32_t sps = smem_u32(t.smem + G::OFF_PS);
-            for (int j = tid; j < BN; j += G::NTHR) {
+            if constexpr (LN) {
+                /* slot q of strip copy q / (2 BN): key 2 (q' >> 2) + (q' & 1), q' = q % (2 BN), so
+                 * that the 16 bytes at 16 (4 nb + c) hold keys 8 nb + 2c, + 1, 8 nb + 2c, + 1 */
+#pragma unroll
+                for (int it = 0; it < (2 * MS * BN + G::NTHR - 1) / G::NTHR; it++) {
+                    const int q = tid + it * G::NTHR;
+                    if (2 * MS * BN % G::NTHR == 0 || q < 2 * MS * BN) {
+                        const int qq = q % (2 * BN), j = 2 * (qq >> 2) + (qq & 1);
+                        const int ok = n0 + j < t.len;
+                        cp_async4(sps + q * 4, src + (ok ? j : 0), ok ? 4 : 0);
+                    }
+                }
+            }
+            for (int j = tid; j < (LN ? 0 : BN); j += G::NTHR) {
                 const int ok = n0 + j < t.len;
                 cp_async4(sps + j * 4, src + (ok ? j : 0), ok ? 4 : 0);
             }
@@ -253,10 +300,11 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
  * done with tile n's K side (after its score product and band code, one more barrier), so
  * the load overlaps the softmax and P V of tile n instead of P V alone; 0 = after the V
  * barrier (the mma.sync kernel's order). */
-template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0>
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
-    typedef fwd_geom<D, NW, MS, BN, V90> G;
+    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
+    static_assert(!LN || V90, "the lean loop (LN) is a variant of the wgmma kernel");
     static_assert(!V90 || (DATTN_FWD_HAVE_SM90 &&
                            ((NW == 8 && MS == 1 &&
                              ((D == 64 && (BN == 64 || BN == 128)) || (D == 128 && BN == 64))) ||
@@ -288,6 +336,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     t.m0 = m0;
     t.len = len;
     t.use_pos = a.c2p | a.p2c;
+    t.kthr = t.kb + (int64_t)(tid / G::CPR) * a.k_sl + (tid % G::CPR) * 8;
+    t.vthr = t.vb + (int64_t)(tid / G::CPR) * a.v_sl + (tid % G::CPR) * 8;
+    t.kvoff = kv_swz<D, BN, V90>(tid / G::CPR, tid % G::CPR);
     const uint16_t *qb =
         (const uint16_t *)a.q + (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
 
@@ -321,7 +372,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     }
     int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0, mk2n = 0, mk3n = 0;
     if (n_begin < n_end)
-        fwd_load_k<D, NW, MS, BN, V90>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+        fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -377,6 +428,10 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     const int *sT = (const int *)(smem + G::OFF_T);
     const float *sps = (const float *)(smem + G::OFF_PS);
     float *spb = (float *)(smem + G::OFF_A);
+#if DATTN_FWD_HAVE_SM90
+    /* LN: the descriptors of k-step 0 of the K / V tiles; the others differ by a constant */
+    const uint64_t dK0 = V90 ? desc_kmajor(sK, BN, 0, 0) : 0, dV0 = V90 ? desc_mnmajor(sV, BN, 0) : 0;
+#endif
 #if !DATTN_FWD_C2P_SHFL
     float *scw = G::SC_ALIAS ? spb + wr0 * G::PP : (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
 #endif
@@ -387,7 +442,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* K: cp.async -> wgmma */
         __syncthreads();
-        fwd_load_v<D, NW, MS, BN, V90>(a, t, n);
+        fwd_load_v<D, NW, MS, BN, V90, LN>(a, t, n);
         cp_async_commit();
         const int n0 = n * BN;
         const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
@@ -489,7 +544,21 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         } else
 #endif
-        if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+        if (LN && cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+            /* saturated: p2c is k_j . pq[sat], a per-column constant; one 16-byte load per
+             * score block straight into the accumulators (the loader's duplicated layout, one
+             * copy per strip: no register moves) */
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++)
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    const float4 x = *(const float4 *)(sps + ms * 2 * BN + 16 * nb + 4 * c);
+                    s[ms][nb][0] = x.x;
+                    s[ms][nb][1] = x.y;
+                    s[ms][nb][2] = x.z;
+                    s[ms][nb][3] = x.w;
+                }
+        } else if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
             /* saturated: p2c is k_j . pq[sat], a per-column constant */
 #pragma unroll
             for (int nb = 0; nb < G::NB; nb++) {
@@ -502,7 +571,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                     s[ms][nb][3] = x.y;
                 }
             }
-        } else {
+        } else if (!LN) {
 #pragma unroll
             for (int ms = 0; ms < MS; ms++)
 #pragma unroll
@@ -514,6 +583,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
              * the warp's 16 rows, K a K-major descriptor), asynchronous: it runs while the
              * band code below computes the p2c tile; s is not touched until the wait. */
 #if DATTN_FWD_HAVE_SM90
+            /* LN: no zero fill above; the first k-step ignores the accumulators (scale-d 0)
+             * unless they hold a bias (band c2p values, saturated p2c constants) */
+            const int sacc = !LN || (cls == DATTN_CLS_BAND ? a.c2p : cls != DATTN_CLS_PLAIN && a.p2c);
             wgmma_fence();
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
@@ -521,7 +593,10 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                  * product is still in flight (wait<MS - 1 - ms> below) */
 #pragma unroll
                 for (int ks = 0; ks < G::KS; ks++)
-                    wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks], desc_kmajor(sK, BN, 0, ks), 1);
+                    wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks],
+                                        LN ? desc_add(dK0, (uint32_t)((ks >> 2) * BN * 128 + (ks & 3) * 32))
+                                           : desc_kmajor(sK, BN, 0, ks),
+                                        ks ? 1 : sacc);
                 wgmma_commit();
                 reg_fence(s[ms]);
             }
@@ -612,7 +687,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             /* every warp is done with K, the window table, the ring and the saturated p2c
              * constants of tile n (wgmma reads of K waited above): load tile n + 1's */
             __syncthreads();
-            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit(); /* possibly empty: the V wait below counts one group after V's */
         }
 
@@ -748,7 +823,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
         if (!(V90 && OV) && n + 1 < n_end) {
-            fwd_load_k<D, NW, MS, BN, V90>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }
 
@@ -773,7 +848,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             for (int ms = 0; ms < MS; ms++)
 #pragma unroll
                 for (int kk = 0; kk < BN / 16; kk++)
-                    wgmma_rs<D, BF, 1>(o[ms], pa[ms][kk], desc_mnmajor(sV, BN, kk), 1);
+                    wgmma_rs<D, BF, 1>(o[ms], pa[ms][kk], LN ? desc_add(dV0, (uint32_t)(kk * 2048)) : desc_mnmajor(sV, BN, kk), 1);
             wgmma_commit();
             wgmma_wait<0>();
 #pragma unroll

@@ -8,7 +8,10 @@
  *     one warpgroup of 4 warps x two 16-row strips (BM = 128, BN = 64, the mma.sync
  *     kernel's geometry, two CTAs per SM: one CTA's softmax overlaps the other's wgmma);
  *     each strip is its own m64 product and commit group (strip 0's softmax runs while
- *     strip 1's S is in flight); OV = 1 loads the next K side during the softmax;
+ *     strip 1's S is in flight); OV bit 0 loads the next K side during the softmax, bit 1
+ *     takes the lean loop (fwd_sm80_body's LN: hoisted K / V source pointers, no zero fill
+ *     of the score accumulators, p2c constants loaded straight into them, precomputed
+ *     wgmma descriptors);
  *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
  *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
  *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
@@ -41,12 +44,12 @@
     extern "C" __global__ void __launch_bounds__(32 * NW, NW == 4 ? 2 : 1)                     \
         dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(const __grid_constant__ dattn_fwd_args a)  \
     {                                                                                          \
-        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, OV>(a);                                 \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), (OV >> 1)>(a);                                 \
     }                                                                                          \
     extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(                         \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \
     {                                                                                          \
-        typedef fwd_geom<D, NW, MS, BN, 1> G;                                                  \
+        typedef fwd_geom<D, NW, MS, BN, 1, (OV >> 1)> G;                                                  \
         cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV,               \
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,      \
                                              G::SMEM);                                         \
@@ -55,6 +58,6 @@
                                              stream>>>(*a);                                    \
         return cudaGetLastError();                                                             \
     }                                                                                          \
-    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1>::SMEM; }
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1, (OV >> 1)>::SMEM; }
 
 #endif

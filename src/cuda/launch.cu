@@ -22,7 +22,8 @@
  *   sm90w1  the wgmma kernel in the mma.sync kernel's geometry (D = 64: one warpgroup of
  *           two 16-row strips per warp, BM 128, BN 64, two CTAs per SM); D = 128 falls
  *           back to the two-warpgroup instance;
- *   sm90w1ov  sm90w1 with the next key tile's K side loaded during the softmax.
+ *   sm90w1ov  sm90w1 with the next key tile's K side loaded during the softmax;
+ *   sm90w1b  sm90w1 with the lean loop (fewer instructions per tile, same arithmetic).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -434,7 +435,8 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 
 /* The wgmma instance the DEFAULT path (DATTN_SM90_DEFAULT 1, no DATTN_CUDA_FWD) takes at
  * D = 64: 0 the two-warpgroup kernel (SM90_BN keys), 1 the one-warpgroup two-CTAs-per-SM
- * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov).
+ * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov),
+ * 3 the one-warpgroup kernel with the lean loop (= sm90w1b).
  * 1: w1 and w1ov tied at L8192 (2.371 / 2.374 ms) and w1 won at L512 / L2048. */
 #ifndef DATTN_SM90_D64
 #define DATTN_SM90_D64 1
@@ -446,7 +448,7 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 /* The Hopper (wgmma) instance for (D, dtype, key tile, warps per CTA), its BM and shared
  * memory. nw = 8: two warpgroups, one CTA per SM; nw = 4: one warpgroup of two strips
  * per warp, two CTAs per SM (DATTN_CUDA_FWD=sm90w1); ov = 1: the next K side loads during
- * the softmax (sm90w1ov). */
+ * the softmax (sm90w1ov); ov = 2: the lean loop (sm90w1b; instances_sm90.def's OV bits). */
 static fwd_launcher pick_sm90(int D, int bf, int bn, int nw, int ov, int *bm, int *smem)
 {
 #define Y(D_, DT, NW, MS, BN, OV)                                                              \
@@ -594,7 +596,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     /* one-warpgroup instance: forced, or the default path's choice at D = 64 */
     const int dflt1 = !force_sm90 && c->D == 64 && DATTN_SM90_D64 != 0;
     const int w1ov = (force && !strcmp(force, "sm90w1ov")) || (dflt1 && DATTN_SM90_D64 == 2);
-    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || dflt1;
+    const int w1b = (force && !strcmp(force, "sm90w1b")) || (dflt1 && DATTN_SM90_D64 == 3);
+    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || dflt1;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
@@ -605,7 +608,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc && di.major == 9 && di.minor == 0 &&
         (force_sm90 || (DATTN_SM90_DEFAULT && c->D == 64 &&
                         !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
-        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1ov, &bm, &smem);
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1b ? 2 : w1ov, &bm, &smem);
         if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, 0, &bm, &smem);
         /* sm90w1* where that instance does not exist (D = 128): the two-warpgroup kernel */
         if (!lf && w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, 64, 8, 0, &bm, &smem);

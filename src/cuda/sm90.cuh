@@ -82,6 +82,13 @@ DATTN_DEV uint64_t desc_mnmajor(uint32_t tile, int rows, int kk)
     return sm90_desc(tile + (uint32_t)(kk * 2048), (uint32_t)(rows * 128), 1024);
 }
 
+/* The descriptor of address addr + off from that of addr (off % 16 == 0; every shared-memory
+ * address is < 2^18, so the 14-bit start-address field does not carry): one 32-bit add. */
+DATTN_DEV uint64_t desc_add(uint64_t d, uint32_t off)
+{
+    return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (off >> 4));
+}
+
 /* ---- the instructions (tests/emu/build.sh replaces everything from this line on by the
  * host emulation in tests/emu/sm90_ops.h, which reads the operands through its own
  * decoding of the descriptors). Generated shapes: N = 64, 128; f16, bf16. TA / TB: 1 =
