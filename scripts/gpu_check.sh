@@ -155,12 +155,17 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/test_cuda_bwd --path tc2 --quick --seed 7
     done
   fi
-  # the opt-in wgmma variant with the extra barrier / early K-side load (sm90w1ov)
+  # the opt-in wgmma variants: extra barrier / early K-side load (sm90w1ov), lean tile loop
+  # (sm90w1b: unguarded full-tile loads, no score zero fill)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for tool in racecheck synccheck; do
-      step "san-$tool(test_cuda_fwd --path sm90w1ov)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
-        build/tests/test_cuda_fwd --path sm90w1ov --quick --seed 7
+    for pth in sm90w1ov sm90w1b; do
+      for tool in racecheck synccheck; do
+        step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+          build/tests/test_cuda_fwd --path $pth --quick --seed 7
+      done
     done
+    step "san-memcheck(test_cuda_fwd --path sm90w1b)" 90 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      build/tests/test_cuda_fwd --path sm90w1b --quick --seed 7
   fi
 fi
 
