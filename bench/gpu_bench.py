@@ -13,11 +13,12 @@ Encoder level needs the Python layer (python/dattn with dattn.patch); it runs wh
 package imports, else it is reported as skipped.
 
 Kernel path: the library's default on an H200 at D=64 is the one-warpgroup Hopper wgmma
-kernel (sm90w1; launch.cu DATTN_SM90_DEFAULT), elsewhere the mma.sync kernel (sm80); every
-op-level figure is also measured with DATTN_CUDA_FWD=sm80, sm90n128, sm90n64 and sm90w1ov
-(mma.sync; the two-warpgroup wgmma kernel with 128- / 64-key tiles; the one-warpgroup one
-with the next K side loaded during the softmax) in the same run ("*_sm80_ms" /
-"*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" keys, "sm80" / "sm90" / "n64" / "w1ov" columns): an
+kernel with the lean tile loop (sm90w1b; launch.cu DATTN_SM90_DEFAULT / DATTN_SM90_D64),
+elsewhere the mma.sync kernel (sm80); every op-level figure is also measured with
+DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov and sm90w1 (mma.sync; the two-warpgroup
+wgmma kernel with 128- / 64-key tiles; the one-warpgroup one with the next K side loaded
+during the softmax; the one-warpgroup one without the lean loop, the previous default) in
+the same run ("*_sm80_ms" / "*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" keys): an
 A/B in one call.
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
@@ -124,7 +125,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1b", "sm90w1b"))
+                  ("w1", "sm90w1"))
 
 
 def bench(fn, rep=200):
@@ -466,7 +467,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90w1 (wgmma, one warpgroup, 2 CTAs/SM) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
+                                 ("sm90w1b (wgmma, one warpgroup, 2 CTAs/SM, lean loop) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
                                   else "sm80 (mma.sync)"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],

@@ -6,7 +6,8 @@
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
  *       -> on compute capability 9.0 with D = 64 (DATTN_SM90_DEFAULT): the Hopper wgmma
- *          kernel, one-warpgroup instance (fwd_sm90.cuh, instances_sm90.def);
+ *          kernel, one-warpgroup instance with the lean loop (sm90w1b; fwd_sm90.cuh,
+ *          instances_sm90.def);
  *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
  *          sm_90, the 99 KB one elsewhere;
  *   anything else (fp32 in either math mode, other D <= 256, unaligned rows)
@@ -437,9 +438,12 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * D = 64: 0 the two-warpgroup kernel (SM90_BN keys), 1 the one-warpgroup two-CTAs-per-SM
  * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov),
  * 3 the one-warpgroup kernel with the lean loop (= sm90w1b).
- * 1: w1 and w1ov tied at L8192 (2.371 / 2.374 ms) and w1 won at L512 / L2048. */
+ * 3: the lean loop is faster than w1 at every shape, same arithmetic (0.370 / 0.902 / 2.047
+ * ms against 0.393 / 0.980 / 2.373 at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c;
+ * bench/results/gpu-2026-11-30-w1b/). Earlier, w1 and w1ov tied at L8192 and w1 won at
+ * L512 / L2048. DATTN_CUDA_FWD=sm90w1 pins the previous default. */
 #ifndef DATTN_SM90_D64
-#define DATTN_SM90_D64 1
+#define DATTN_SM90_D64 3
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
