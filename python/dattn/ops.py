@@ -184,22 +184,36 @@ def _fwd_fake(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_bucke
 # ---- backward -----------------------------------------------------------------------
 
 
-@torch.library.custom_op("dattn::bwd", mutates_args=())
-def _bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-         pk: Optional[torch.Tensor], pq: Optional[torch.Tensor], mask: Optional[torch.Tensor],
-         cu_seqlens: Optional[torch.Tensor], rng: Optional[torch.Tensor], out: torch.Tensor,
-         lse: torch.Tensor, max_seqlen: int, position_buckets: int, max_relative_positions: int,
-         padded_rows: int, dropout_p: float
-         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _grad_like(t: torch.Tensor) -> torch.Tensor:
+    """The buffer of dpk / dpq (every element is written by the kernel: no fill), with the
+    strides of pk / pq when those are dense with a contiguous last dimension. hf.py passes
+    pk, pq as transposed views [H, 2S, D] of the projection's [2S, H * D] output: the
+    gradient then reaches the projection through the same views without a copy (a
+    contiguous dpk made autograd clone it: one launch and 2 * |pk| bytes per term per
+    layer). Otherwise (not dense, or strided last dimension) contiguous, as before. The
+    real and fake implementations share it, so their strides agree under torch.compile."""
+    if t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
+        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    return torch.empty_like(t)  # preserve_format: t's strides if dense, else contiguous
+
+
+def _bwd_outputs(q, k, v, pk, pq):
+    dt, dev = q.dtype, q.device
+    dq = torch.empty(q.shape, dtype=dt, device=dev)
+    dk = torch.empty(k.shape, dtype=dt, device=dev)
+    dv = torch.empty(v.shape, dtype=dt, device=dev)
+    dpk = _grad_like(pk) if pk is not None else torch.empty(0, dtype=dt, device=dev)
+    dpq = _grad_like(pq) if pq is not None else torch.empty(0, dtype=dt, device=dev)
+    return dq, dk, dv, dpk, dpq
+
+
+def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
+              position_buckets, max_relative_positions, padded_rows, dropout_p):
     dout, q, k, v, pk, pq, out = (_last_contig(t) for t in (dout, q, k, v, pk, pq, out))
     if dout.dtype != q.dtype:
         dout = dout.to(q.dtype)
     mask = _prep_mask(mask)
-    dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    dk = torch.empty(k.shape, dtype=q.dtype, device=q.device)
-    dv = torch.empty(v.shape, dtype=q.dtype, device=q.device)
-    dpk = torch.empty(pk.shape if pk is not None else (0,), dtype=q.dtype, device=q.device)
-    dpq = torch.empty(pq.shape if pq is not None else (0,), dtype=q.dtype, device=q.device)
+    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq)
     p = _fill(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
               max_relative_positions, padded_rows, dropout_p)
     p.out, p.lse, p.dout = _tensor(out), _tensor(lse), _tensor(dout)
@@ -214,12 +228,21 @@ def _bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return dq, dk, dv, dpk, dpq
 
 
+@torch.library.custom_op("dattn::bwd", mutates_args=())
+def _bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+         pk: Optional[torch.Tensor], pq: Optional[torch.Tensor], mask: Optional[torch.Tensor],
+         cu_seqlens: Optional[torch.Tensor], rng: Optional[torch.Tensor], out: torch.Tensor,
+         lse: torch.Tensor, max_seqlen: int, position_buckets: int, max_relative_positions: int,
+         padded_rows: int, dropout_p: float
+         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
+                     position_buckets, max_relative_positions, padded_rows, dropout_p)
+
+
 @_bwd.register_fake
 def _bwd_fake(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
               position_buckets, max_relative_positions, padded_rows, dropout_p):
-    dpk = q.new_empty(pk.shape if pk is not None else (0,))
-    dpq = q.new_empty(pq.shape if pq is not None else (0,))
-    return q.new_empty(q.shape), q.new_empty(k.shape), q.new_empty(v.shape), dpk, dpq
+    return _bwd_outputs(q, k, v, pk, pq)
 
 
 def _setup_context(ctx, inputs, output):
@@ -229,9 +252,16 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse)
     ctx.args = (max_seqlen, position_buckets, max_relative_positions, padded_rows, dropout_p)
     ctx.has_pk, ctx.has_pq = pk is not None, pq is not None
+    # lse is a by-product for the backward, not a differentiable result: autograd then
+    # never fills a zero gradient for it (one launch of |lse| bytes per layer), and with
+    # materialisation off an unused out reaches _backward as None instead of zeros.
+    ctx.mark_non_differentiable(lse)
+    ctx.set_materialize_grads(False)
 
 
 def _backward(ctx, dout, dlse):
+    if dout is None:  # out did not reach the loss: every input gradient is zero
+        return (None,) * 13
     q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse = ctx.saved_tensors
     dq, dk, dv, dpk, dpq = torch.ops.dattn.bwd(dout, q, k, v, pk, pq, mask, cu_seqlens, rng,
                                                out, lse, *ctx.args)
