@@ -314,7 +314,9 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
         q = q * _scale_ratio(D, bits)
     drop = att.dropout.p if att.dropout.training else 0.0
     if ctx.cu_seqlens is not None:  # [1, T, H, D] -> [T, H, D]
-        q, k, v = q[0], k[0], v[0]
+        # squeeze, not q[0]: the backward of a view is a view, that of an index a
+        # zero-filled [1, T, H, D] buffer and a copy (per tensor per layer)
+        q, k, v = q.squeeze(0), k.squeeze(0), v.squeeze(0)
     out = ops.attention(q, k, v, pk, pq, mask=ctx.mask, cu_seqlens=ctx.cu_seqlens,
                         max_seqlen=ctx.max_seqlen, position_buckets=ctx.bucket,
                         max_relative_positions=ctx.max_rel, dropout_p=drop)
