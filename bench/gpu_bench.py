@@ -125,7 +125,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1", "sm90w1"))
+                  ("w1", "sm90w1"), ("w1c", "sm90w1c"))
 
 
 def bench(fn, rep=200):

@@ -129,9 +129,10 @@ fi
 #     of every other GPU), sm90 (two-warpgroup wgmma, 128-key tiles; a D=64/128 fp16/bf16 case
 #     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
 #     (one warpgroup, next K side loaded during the softmax), sm90w1 (one warpgroup without
-#     the lean loop: the previous default). GPU_CHECK_PATHS overrides the list.
+#     the lean loop: the previous default), sm90w1c (sm90w1b with the pipelined band
+#     products, opt-in). GPU_CHECK_PATHS overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1c}; do
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
     else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
@@ -157,9 +158,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     done
   fi
   # the opt-in wgmma variants: extra barrier / early K-side load (sm90w1ov), the previous
-  # default without the lean loop (sm90w1); the default runs above cover sm90w1b
+  # default without the lean loop (sm90w1), the pipelined band products (sm90w1c); the
+  # default runs above cover sm90w1b
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1; do
+    for pth in sm90w1ov sm90w1 sm90w1c; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

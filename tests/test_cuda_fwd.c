@@ -22,11 +22,12 @@
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
  * --quick: a small subset (compute-sanitizer).
- * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b: the fp16/bf16 D=64/128 cases (those the Hopper
+ * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c: the fp16/bf16 D=64/128 cases (those the Hopper
  *   wgmma kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead
  *   of falling back; n64 / n128: its 64- / 128-key tiles where the head dim has both; w1:
  *   its one-warpgroup instance at D = 64, two CTAs per SM; w1ov: the same with the next
- *   K side loaded during the softmax), or
+ *   K side loaded during the softmax; w1b: with the lean loop; w1c: w1b with the pipelined
+ *   band products), or
  *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
  *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
  *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
@@ -1005,8 +1006,8 @@ int main(int argc, char **argv)
         seed %= 1000000007ull;
     }
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
-        strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov or sm90w1b\n");
+        strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b or sm90w1c\n");
         return 2;
     }
     /* an outside DATTN_CUDA_FWD keeps applying to every unforced case */

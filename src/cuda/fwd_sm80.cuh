@@ -296,15 +296,176 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
     }
 }
 
+/* BP: the band tile's two window products as software-pipelined streams of n8 window
+ * blocks. Each block is the same HMMA chain as in the plain code (k-steps 0 .. KS-1 in
+ * order into one zeroed accumulator), stored to the same place, so the results are the
+ * same bit for bit; only the instruction order changes: the blocks run in groups with
+ * independent accumulators (their HMMA chains interleave), group q + 1's window-table
+ * entries are loaded before group q's MMAs, and the streams are unrolled (table / store
+ * offsets are immediates, bounds checks only where a store can leave the tile). So the
+ * LDS -> LDSM -> HMMA -> store chain is paid once per group instead of once per block.
+ * (Double-buffered fragments, i.e. group q + 1's ldmatrix before group q's stores, spill
+ * at 255 registers for any group size >= 3 of p2c: ptxas -v, 2 CTAs/SM.)
+ * DATTN_FWD_BPG: p2c blocks per group (6: 3 groups of the NBH = 18 window blocks; 2..6
+ * build without spills). */
+#ifndef DATTN_FWD_BPG
+#define DATTN_FWD_BPG 6
+#endif
+
+/* p2c: H_sb = K_sub . pq[window]^T of the warp's 16-key sub-block (PARTS == 1: all NBH window
+ * blocks), stored skewed into the p2c tile: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
+template <int D, int NW, int MS, int BN, int BF, int V90, int LN>
+DATTN_DEV void fwd_band_p2c_bp(const uint32_t (&ka)[D / 16][4], const int *sTu, uint32_t rq, float *spb, int sb,
+                               int lane)
+{
+    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
+    constexpr int P = DATTN_FWD_BPG, NH = G::NBH, NQ = (NH + P - 1) / P, CK = G::CPR / 4;
+    static_assert(G::PARTS == 1 && !DATTN_FWD_P2C_SWZ, "BP: one warp per sub-block, plain p2c rows");
+    const int g = lane >> 2, c = lane & 3;
+    const int *tb = sTu + (lane & 7);
+    const uint32_t xk = (uint32_t)(lane >> 3) << 4; /* chunk kc + lane / 8 (kc = 4 k): ^ (64 k) */
+    /* block hb's first store: row ii = 8 hb + q, column 16 sb + g */
+    const int q = 2 * c + g - 15;
+    const int sp = q * G::PP + 16 * sb + g;
+    uint32_t fr[P][CK][4], tu[P];
+#pragma unroll
+    for (int p = 0; p < P; p++)
+        if (p < NH) tu[p] = (uint32_t)tb[8 * p];
+#pragma unroll
+    for (int p = 0; p < P; p++)
+        if (p < NH)
+#pragma unroll
+            for (int k = 0; k < CK; k++) ldsm_x4(fr[p][k], rq + (tu[p] ^ (xk + (uint32_t)(64 * k))));
+#pragma unroll
+    for (int gq = 0; gq < NQ; gq++) {
+        if (gq)
+#pragma unroll
+            for (int p = 0; p < P; p++)
+                if (gq * P + p < NH)
+#pragma unroll
+                    for (int k = 0; k < CK; k++) ldsm_x4(fr[p][k], rq + (tu[p] ^ (xk + (uint32_t)(64 * k))));
+#pragma unroll
+        for (int p = 0; p < P; p++)
+            if ((gq + 1) * P + p < NH) tu[p] = (uint32_t)tb[8 * ((gq + 1) * P + p)];
+        float ha[P][4];
+#pragma unroll
+        for (int p = 0; p < P; p++) ha[p][0] = ha[p][1] = ha[p][2] = ha[p][3] = 0.f;
+#pragma unroll
+        for (int k = 0; k < CK; k++) {
+#pragma unroll
+            for (int p = 0; p < P; p++)
+                if (gq * P + p < NH) mma16816_acc<BF>(ha[p], ka[2 * k], fr[p][k][0], fr[p][k][1]);
+#pragma unroll
+            for (int p = 0; p < P; p++)
+                if (gq * P + p < NH) mma16816_acc<BF>(ha[p], ka[2 * k + 1], fr[p][k][2], fr[p][k][3]);
+        }
+#pragma unroll
+        for (int p = 0; p < P; p++) {
+            const int hb = gq * P + p;
+            if (hb < NH) {
+                const int d = sp + 8 * hb * G::PP;
+                /* rows ii + {0, 1, 8, 9}, ii = 8 hb + q, q in [-15, 7]: all inside [0, BM) when
+                 * 8 hb >= 15 and 8 hb + 16 < BM (no check); the edge blocks check each row */
+                const bool in = 8 * hb >= 15 && 8 * hb + 16 < G::BM;
+                const int ii = 8 * hb + q;
+                if (in || (unsigned)ii < (unsigned)G::BM) spb[d] = ha[p][0];
+                if (in || (unsigned)(ii + 1) < (unsigned)G::BM) spb[d + G::PP] = ha[p][1];
+                if (in || (unsigned)(ii + 8) < (unsigned)G::BM) spb[d + 8 * G::PP + 8] = ha[p][2];
+                if (in || (unsigned)(ii + 9) < (unsigned)G::BM) spb[d + 9 * G::PP + 8] = ha[p][3];
+            }
+        }
+    }
+}
+
+/* c2p: per strip ms, G = Q_strip . pk[window]^T (NG / 8 window blocks from row wr0 + 16 ms),
+ * stored to the warp's scratch and read back skewed: c2p(i, j) = G[i][i - j + BN - 1] (into
+ * s[ms]). Groups of NG / 16 blocks (two per strip, as the plain code's halves); the next
+ * group's window-table entries are loaded before this group's MMAs, and the next strip's
+ * first fragments (ring reads, not the scratch) before this strip's stores and skewed
+ * reads. */
+template <int D, int NW, int MS, int BN, int BF, int V90, int LN>
+DATTN_DEV void fwd_band_c2p_bp(float (&s)[MS][BN / 8][4], const uint32_t (&qf)[MS][D / 16][4], const int *sTw,
+                               uint32_t rk, float *scw, int lane)
+{
+    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
+    constexpr int P = G::NG / 16, GPS = 2, NQ = MS * GPS, CK = G::CPR / 4;
+    static_assert(G::NG % 16 == 0, "c2p window blocks in two groups per strip");
+    const int g = lane >> 2, c = lane & 3;
+    const int *tb = sTw + (lane & 7); /* + 16 ms + 8 gb */
+    const uint32_t xk = (uint32_t)(lane >> 3) << 4;
+    float *sw = scw + g * G::PC + 2 * c;
+    uint32_t fr[P][CK][4], tu[P];
+#pragma unroll
+    for (int p = 0; p < P; p++) tu[p] = (uint32_t)tb[8 * p];
+#pragma unroll
+    for (int p = 0; p < P; p++)
+#pragma unroll
+        for (int k = 0; k < CK; k++) ldsm_x4(fr[p][k], rk + (tu[p] ^ (xk + (uint32_t)(64 * k))));
+#pragma unroll
+    for (int gq = 0; gq < NQ; gq++) {
+        const int ms = gq / GPS, gh = gq % GPS;
+        const int ms1 = (gq + 1) / GPS, gh1 = (gq + 1) % GPS; /* the next group */
+        if (gh)
+#pragma unroll
+            for (int p = 0; p < P; p++)
+#pragma unroll
+                for (int k = 0; k < CK; k++) ldsm_x4(fr[p][k], rk + (tu[p] ^ (xk + (uint32_t)(64 * k))));
+        if (gq + 1 < NQ)
+#pragma unroll
+            for (int p = 0; p < P; p++) tu[p] = (uint32_t)tb[16 * ms1 + 8 * (gh1 * P + p)];
+        float ga[P][4];
+#pragma unroll
+        for (int p = 0; p < P; p++) ga[p][0] = ga[p][1] = ga[p][2] = ga[p][3] = 0.f;
+#pragma unroll
+        for (int k = 0; k < CK; k++) {
+#pragma unroll
+            for (int p = 0; p < P; p++) mma16816_acc<BF>(ga[p], qf[ms][2 * k], fr[p][k][0], fr[p][k][1]);
+#pragma unroll
+            for (int p = 0; p < P; p++) mma16816_acc<BF>(ga[p], qf[ms][2 * k + 1], fr[p][k][2], fr[p][k][3]);
+        }
+        /* the next strip's first group: before this strip's skewed reads */
+        if (gq + 1 < NQ && gh1 == 0)
+#pragma unroll
+            for (int p = 0; p < P; p++)
+#pragma unroll
+                for (int k = 0; k < CK; k++) ldsm_x4(fr[p][k], rk + (tu[p] ^ (xk + (uint32_t)(64 * k))));
+        /* the previous strip's skewed reads are done (its __syncwarp below) before these stores */
+#pragma unroll
+        for (int p = 0; p < P; p++) {
+            const int gb = gh * P + p;
+            *(float2 *)(sw + 8 * gb) = make_float2(ga[p][0], ga[p][1]);
+            *(float2 *)(sw + 8 * G::PC + 8 * gb) = make_float2(ga[p][2], ga[p][3]);
+        }
+        if (gh == GPS - 1) {
+            __syncwarp();
+            const float *rd = scw + g * G::PC + g - 2 * c + BN - 1;
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) {
+                s[ms][nb][0] = rd[-8 * nb];
+                s[ms][nb][1] = rd[-8 * nb - 1];
+                s[ms][nb][2] = rd[8 * G::PC + 8 - 8 * nb];
+                s[ms][nb][3] = rd[8 * G::PC + 7 - 8 * nb];
+            }
+            if (ms + 1 < MS) __syncwarp(); /* strip ms's reads of the scratch are done */
+        }
+    }
+}
+
 /* OV (wgmma variant only): 1 = the K side of tile n + 1 is loaded as soon as every warp is
  * done with tile n's K side (after its score product and band code, one more barrier), so
  * the load overlaps the softmax and P V of tile n instead of P V alone; 0 = after the V
- * barrier (the mma.sync kernel's order). */
-template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0>
+ * barrier (the mma.sync kernel's order).
+ * BP (wgmma variant with LN, one warpgroup): the band tile's G / H products as the
+ * software-pipelined streams above (fwd_band_c2p_bp / fwd_band_p2c_bp): the same HMMAs in
+ * the same order per block, the same stores, so the same results bit for bit. */
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     static_assert(!LN || V90, "the lean loop (LN) is a variant of the wgmma kernel");
+    static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
+                  "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
+                  "warp per 16-key sub-block");
     static_assert(!V90 || (DATTN_FWD_HAVE_SM90 &&
                            ((NW == 8 && MS == 1 &&
                              ((D == 64 && (BN == 64 || BN == 128)) || (D == 128 && BN == 64))) ||
@@ -504,7 +665,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         } else
 #else
-        if (cls == DATTN_CLS_BAND && a.c2p) {
+        if (BP && cls == DATTN_CLS_BAND && a.c2p) {
+            fwd_band_c2p_bp<D, NW, MS, BN, BF, V90, LN>(s, qf, sT + wr0, rk, scw, lane);
+        } else if (cls == DATTN_CLS_BAND && a.c2p) {
             /* per strip: G = Q_strip . pk[window]^T, skewed read c2p(i, j) = G[i][i - j + BN - 1] */
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
@@ -613,8 +776,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             for (int ks = 0; ks < G::KS; ks++)
                 ldsm_x4(ka[ks], sK + kv_swz<D, BN, V90>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
             const int u0 = BN - 16 * (sb + 1);
+            if constexpr (BP) fwd_band_p2c_bp<D, NW, MS, BN, BF, V90, LN>(ka, sT + u0, rq, spb, sb, lane);
 #pragma unroll 1
-            for (int hl = 0; hl < G::NBP; hl++) {
+            for (int hl = 0; hl < (BP ? 0 : G::NBP); hl++) {
                 const int hb = part * G::NBP + hl;
                 if (hb < G::NBH) {
                     float ha[4] = {0.f, 0.f, 0.f, 0.f};

@@ -44,12 +44,12 @@
     extern "C" __global__ void __launch_bounds__(32 * NW, NW == 4 ? 2 : 1)                     \
         dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(const __grid_constant__ dattn_fwd_args a)  \
     {                                                                                          \
-        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), (OV >> 1)>(a);                                 \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), ((OV >> 1) & 1), (OV >> 2)>(a);                                 \
     }                                                                                          \
     extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(                         \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \
     {                                                                                          \
-        typedef fwd_geom<D, NW, MS, BN, 1, (OV >> 1)> G;                                                  \
+        typedef fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1)> G;                                                  \
         cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV,               \
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,      \
                                              G::SMEM);                                         \
@@ -58,6 +58,6 @@
                                              stream>>>(*a);                                    \
         return cudaGetLastError();                                                             \
     }                                                                                          \
-    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1, (OV >> 1)>::SMEM; }
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1)>::SMEM; }
 
 #endif

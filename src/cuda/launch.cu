@@ -24,7 +24,9 @@
  *           two 16-row strips per warp, BM 128, BN 64, two CTAs per SM); D = 128 falls
  *           back to the two-warpgroup instance;
  *   sm90w1ov  sm90w1 with the next key tile's K side loaded during the softmax;
- *   sm90w1b  sm90w1 with the lean loop (fewer instructions per tile, same arithmetic).
+ *   sm90w1b  sm90w1 with the lean loop (fewer instructions per tile, same arithmetic);
+ *   sm90w1c  sm90w1b with the band tile's window products software-pipelined (same
+ *           arithmetic, bitwise the same results).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -437,7 +439,8 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 /* The wgmma instance the DEFAULT path (DATTN_SM90_DEFAULT 1, no DATTN_CUDA_FWD) takes at
  * D = 64: 0 the two-warpgroup kernel (SM90_BN keys), 1 the one-warpgroup two-CTAs-per-SM
  * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov),
- * 3 the one-warpgroup kernel with the lean loop (= sm90w1b).
+ * 3 the one-warpgroup kernel with the lean loop (= sm90w1b), 4 the same with the pipelined band
+ * products (= sm90w1c).
  * 3: the lean loop is faster than w1 at every shape, same arithmetic (0.370 / 0.902 / 2.047
  * ms against 0.393 / 0.980 / 2.373 at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c;
  * bench/results/gpu-2026-11-30-w1b/). Earlier, w1 and w1ov tied at L8192 and w1 won at
@@ -452,7 +455,8 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 /* The Hopper (wgmma) instance for (D, dtype, key tile, warps per CTA), its BM and shared
  * memory. nw = 8: two warpgroups, one CTA per SM; nw = 4: one warpgroup of two strips
  * per warp, two CTAs per SM (DATTN_CUDA_FWD=sm90w1); ov = 1: the next K side loads during
- * the softmax (sm90w1ov); ov = 2: the lean loop (sm90w1b; instances_sm90.def's OV bits). */
+ * the softmax (sm90w1ov); ov = 2: the lean loop (sm90w1b); ov = 6: the lean loop with the
+ * pipelined band products (sm90w1c; instances_sm90.def's OV bits). */
 static fwd_launcher pick_sm90(int D, int bf, int bn, int nw, int ov, int *bm, int *smem)
 {
 #define Y(D_, DT, NW, MS, BN, OV)                                                              \
@@ -601,7 +605,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     const int dflt1 = !force_sm90 && c->D == 64 && DATTN_SM90_D64 != 0;
     const int w1ov = (force && !strcmp(force, "sm90w1ov")) || (dflt1 && DATTN_SM90_D64 == 2);
     const int w1b = (force && !strcmp(force, "sm90w1b")) || (dflt1 && DATTN_SM90_D64 == 3);
-    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || dflt1;
+    const int w1c = (force && !strcmp(force, "sm90w1c")) || (dflt1 && DATTN_SM90_D64 == 4);
+    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || w1c || dflt1;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
@@ -612,7 +617,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc && di.major == 9 && di.minor == 0 &&
         (force_sm90 || (DATTN_SM90_DEFAULT && c->D == 64 &&
                         !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
-        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1b ? 2 : w1ov, &bm, &smem);
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1c ? 6 : w1b ? 2 : w1ov, &bm, &smem);
         if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, 0, &bm, &smem);
         /* sm90w1* where that instance does not exist (D = 128): the two-warpgroup kernel */
         if (!lf && w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, 64, 8, 0, &bm, &smem);
