@@ -281,11 +281,11 @@ DATTN_DEV void bwd_load2_ln(uint32_t s0, const uint16_t *p0, int64_t sl0, uint32
  * scattered: they are zero (their C columns may belong to live slots, so they are not
  * read): no dX, zeros to the partial. fromring: the TR rows are in the ring (in-loop
  * flush: the blocks lie in the ring's valid rows); else each 64-slot chunk is staged. */
-template <int D, int BN, int BF, int KV>
+template <int D, int BN, int BF, int KV, int V3 = 1>
 DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4], int blo, int bhi,
                             int fromring, int sclo, int stop, const uint16_t *trh, int64_t tr_ss)
 {
-    typedef bwd_geom<D, BN, 1> G;
+    typedef bwd_geom<D, BN, V3> G; /* (tc3b: C lies 512 bytes further) */
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -962,7 +962,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if (n + 1 < n_end && rln < a.R && m0 - n0 - BN + G::BM - 1 > -a.R) {
                 const int nf = (bwd_fslot<KV>(a, stab, rln + G::NWIN - 1) | 15) + 1;
                 if (nf < ftop) {
-                    bwd_v3_flush<D, BN, BF, KV>(A, h, dx, nf, ftop, 1, ring_lo & ~15, rtop, trh, tr_ss);
+                    bwd_v3_flush<D, BN, BF, KV, V3>(A, h, dx, nf, ftop, 1, ring_lo & ~15, rtop, trh, tr_ss);
                     ftop = nf;
                 }
             }
@@ -975,7 +975,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     if (V3 && rowpos) {
         bwd_tc_range(a, stab, KV, m0, len, tlo, thi);
         const int flo = KV ? S2 - 1 - thi : tlo;
-        bwd_v3_flush<D, BN, BF, KV>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
+        bwd_v3_flush<D, BN, BF, KV, V3>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
                                     trh, tr_ss);
         /* saturated-tile row sums (fp32, outside C): dX += rs TR[sat], partial[sat] += rs^T X */
         __syncthreads(); /* (scs: the tiles' reads of the saturated constants are done) */
