@@ -673,6 +673,27 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             cp_async_commit();
         }
 
+        /* dP = Z W^T (independent of S: the tc3b dq kernel computes it on saturated and plain
+         * tiles while warp 0 sums the saturated column constants, before their barrier; in
+         * the dkdv kernel the longer live range of dp spills) */
+        constexpr int DPE = LN && !KV;
+        float dp[G::NB][4];
+        auto dpmma = [&]() {
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+#pragma unroll
+            for (int kc = 0; kc < G::CPR; kc += 4) {
+                uint32_t za[2][4];
+                bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    uint32_t r[4];
+                    ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                    mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
+                    mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                }
+            }
+        };
         /* saturated column constants: y . TC[real sat slot] */
         if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
             const int st = cls == DATTN_CLS_SATP ? sat_hi : sat_lo;
@@ -687,7 +708,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 }
                 sps[y] = acc;
             }
+            if constexpr (DPE) dpmma();
             __syncthreads();
+        } else if (DPE && cls != DATTN_CLS_BAND) {
+            dpmma();
         }
 
         /* ---- S (row frame) */
@@ -796,20 +820,23 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             }
         }
 
-        /* ---- dP = Z W^T */
-        float dp[G::NB][4];
+        /* ---- dP = Z W^T (tc3b dq kernel: done above on saturated and plain tiles) */
+        if constexpr (DPE) {
+            if (cls == DATTN_CLS_BAND) dpmma();
+        } else {
 #pragma unroll
-        for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+            for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
 #pragma unroll
-        for (int kc = 0; kc < G::CPR; kc += 4) {
-            uint32_t za[2][4];
-            bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
+            for (int kc = 0; kc < G::CPR; kc += 4) {
+                uint32_t za[2][4];
+                bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
 #pragma unroll
-            for (int nb = 0; nb < G::NB; nb++) {
-                uint32_t r[4];
-                ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
-                mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
-                mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                for (int nb = 0; nb < G::NB; nb++) {
+                    uint32_t r[4];
+                    ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                    mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
+                    mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                }
             }
         }
 
