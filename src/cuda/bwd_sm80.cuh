@@ -36,6 +36,12 @@
  * the order of the nonzero terms of dX does not depend on how many column tiles follow the
  * last valid one (padded == packed bitwise: masked tiles and blocks only add exact zeros).
  *
+ * tc3b (V3 = 2, bwd_tc3b_d64.cu, opt-in DATTN_CUDA_BWD=tc3b): tc3 with a lean tile loop and
+ * bitwise the same results: per-thread loader pointers and unguarded full tiles
+ * (bwd_load2_ln), Y / W prefetch in both kernels, one fslot per window-table entry, the
+ * saturated column-side rows staged once per row block (OFF_TS, fp32), the dropout test
+ * hoisted out of the P / dS loop, and (dq kernel) dP before the saturated-constant barrier.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
