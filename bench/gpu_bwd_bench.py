@@ -10,6 +10,9 @@ pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_m
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
 had the round-2 kernels as the default and *_tc3 keys for the round-3 ones.
+Also timed: the round-3 kernels with the lean tile loop (DATTN_CUDA_BWD=tc3b; *_tc3b keys),
+right after the default; tc3b_bitwise: its five gradients equal the default's bit for bit
+(they must: same arithmetic), tc3b_speedup = default bwd / tc3b bwd.
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -83,8 +86,11 @@ def main():
         t_f = timed(fwd, 10, 5.0)
         t_fb = timed(fwdbwd, 5, 15.0)
         g0 = grads()
-        os.environ["DATTN_CUDA_BWD"] = "tc2"  # read by the library at every call
+        os.environ["DATTN_CUDA_BWD"] = "tc3b"  # read by the library at every call
         try:
+            t_fb3 = timed(fwdbwd, 5, 15.0)
+            g3 = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc2"
             t_fb2 = timed(fwdbwd, 5, 15.0)
             g2 = grads()
         finally:
@@ -93,18 +99,23 @@ def main():
                 os.environ["DATTN_CUDA_BWD"] = old
         rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                   for a, b in zip(g2, g0))
+        bitwise = all(torch.equal(a, b) for a, b in zip(g3, g0))
         t_fl = timed(flash, 10, 5.0)
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
-                 tc2_max_rel=rel)
+                 tc2_max_rel=rel, dattn_fwdbwd_tc3b_ms=t_fb3, dattn_bwd_tc3b_ms=t_fb3 - t_f,
+                 ratio_tc3b=t_fb3 / t_fl, tc3b_speedup=(t_fb - t_f) / (t_fb3 - t_f), tc3b_bitwise=bitwise)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
               f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
               flush=True)
         print(f"     tc2 (round 2): fwd+bwd {t_fb2:9.3f} ms (bwd ~{t_fb2 - t_f:8.3f}); ratio "
               f"{t_fb2 / t_fl:6.1f}x; tc2 vs default max rel diff {rel:.2e}", flush=True)
-        del g0, g2
+        print(f"     tc3b (lean loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
+              f"{(t_fb - t_f) / (t_fb3 - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
+              f"bitwise equal to the default: {bitwise}", flush=True)
+        del g0, g2, g3
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

@@ -122,6 +122,11 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
   else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # the round-3 kernels with the lean tile loop (DATTN_CUDA_BWD=tc3b, bwd_tc3b_d64.cu; opt-in):
+  # the whole sweep on them, every backward again on tc3 and bitwise equal (--same-as tc3)
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3b --quick" 120 build/tests/test_cuda_bwd --path tc3b --same-as tc3 --quick
+  else step "test_cuda_bwd --path tc3b" 300 build/tests/test_cuda_bwd --path tc3b --same-as tc3; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel (sm90w1b) at D = 64 and the mma.sync
@@ -149,12 +154,15 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
         build/tests/$t --quick --seed 7
     done
   done
-  # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there)
+  # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there),
+  # and the round-3 ones with the lean tile loop (tc3b, opt-in)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for tool in memcheck racecheck synccheck; do
-      lim=90; [ $tool = racecheck ] && lim=150
-      step "san-$tool(test_cuda_bwd --path tc2)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
-        build/tests/test_cuda_bwd --path tc2 --quick --seed 7
+    for pth in tc2 tc3b; do
+      for tool in memcheck racecheck synccheck; do
+        lim=90; [ $tool = racecheck ] && lim=150
+        step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+          build/tests/test_cuda_bwd --path $pth --quick --seed 7
+      done
     done
   fi
   # the opt-in wgmma variants: extra barrier / early K-side load (sm90w1ov), the previous
@@ -210,7 +218,7 @@ fi
 
 # 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
 if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
-  step "bwd-bench" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+  step "bwd-bench" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
 fi

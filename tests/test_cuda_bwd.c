@@ -36,7 +36,10 @@
  * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
- * tensor-core path would run; tc3 names the default), --seed N, --verbose.
+ * tensor-core path would run; tc3 names the default; tc3b the round-3 kernels with the lean
+ * tile loop), --same-as NAME (every backward of run() / packed_vs_padded again with
+ * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3),
+ * --seed N, --verbose.
  */
 #include "ref64.h"
 #include "tprob.h"
@@ -61,6 +64,7 @@ static int64_t max_l = (int64_t)1 << 40; /* --max-l N: skip longer cases (emulat
 static const char *only;                  /* --sweep NAME: that sweep alone (emulation) */
 static const char *bwd_path; /* --path NAME: DATTN_CUDA_BWD for every backward not forced (tc2) */
 static int pvp_noref; /* --pvp-noref: packed_vs_padded without the reference checks (seed sweeps) */
+static const char *same_as; /* --same-as NAME: each backward again on that path, bitwise equal */
 
 #include "tcuda.h"
 
@@ -153,6 +157,25 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     return st;
 }
 
+/* --same-as: the backward P just ran, again with DATTN_CUDA_BWD=same_as: bitwise equal. */
+static void same_as_check(tprob *P, devctx *x)
+{
+    if (!same_as || use_cpu || x->bforce) return;
+    size_t n1 = 0, n2 = 0;
+    unsigned char *b1 = tprob_bwd_bits(P, &n1);
+    const char *keep = bwd_path;
+    bwd_path = same_as;
+    const int ok = tprob_bwd(P, 0);
+    bwd_path = keep;
+    if (ok) {
+        unsigned char *b2 = tprob_bwd_bits(P, &n2);
+        tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: the backward on %s and on %s differ", P->name,
+                 keep ? keep : "the default path", same_as);
+        free(b2);
+    }
+    free(b1);
+}
+
 static void attach(tprob *P, devctx *x)
 {
     memset(x, 0, sizeof *x);
@@ -182,15 +205,18 @@ static void run_b(const tcase *c, const char *force, const char *bforce, int twi
     x.force = force;
     x.bforce = bforce;
     P.tag = bforce ? (force ? "fwd-forced+bwd-simple" : "bwd-simple") : force ? force : NULL;
-    if (tprob_fwd(&P, 1) && c->bwd && tprob_bwd(&P, 1) && twice) {
-        size_t n1 = 0, n2 = 0;
-        unsigned char *b1 = tprob_bwd_bits(&P, &n1);
-        if (tprob_bwd(&P, 0)) {
-            unsigned char *b2 = tprob_bwd_bits(&P, &n2);
-            tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: two identical backward calls differ", P.name);
-            free(b2);
+    if (tprob_fwd(&P, 1) && c->bwd && tprob_bwd(&P, 1)) {
+        if (twice) {
+            size_t n1 = 0, n2 = 0;
+            unsigned char *b1 = tprob_bwd_bits(&P, &n1);
+            if (tprob_bwd(&P, 0)) {
+                unsigned char *b2 = tprob_bwd_bits(&P, &n2);
+                tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: two identical backward calls differ", P.name);
+                free(b2);
+            }
+            free(b1);
         }
-        free(b1);
+        same_as_check(&P, &x);
     }
     tu_log("%s  %.2fs\n", P.name, tu_now() - t0);
     devctx_free(&x);
@@ -535,6 +561,8 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
             tu_check(nd + nk + nv + npk + npq == 0,
                      "%s: padded and packed backward differ (dq %lld dk %lld dv %lld dpk %lld dpq %lld elements)",
                      A.name, (long long)nd, (long long)nk, (long long)nv, (long long)npk, (long long)npq);
+            same_as_check(&A, &xa);
+            same_as_check(&Q, &xq);
         }
     }
     devctx_free(&xa);
@@ -645,7 +673,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);
@@ -691,6 +719,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--sweep") && i + 1 < argc) only = argv[i + 1], n = 2;
         else if (!strcmp(argv[i], "--path") && i + 1 < argc) bwd_path = argv[i + 1], n = 2;
         else if (!strcmp(argv[i], "--pvp-noref")) pvp_noref = 1, n = 1;
+        else if (!strcmp(argv[i], "--same-as") && i + 1 < argc) same_as = argv[i + 1], n = 2;
         if (!n) {
             i++;
             continue;
@@ -711,8 +740,9 @@ int main(int argc, char **argv)
             return 77;
         }
     }
-    printf("backend: %s%s%s\n", use_cpu ? "CPU (harness validation)" : "CUDA",
-           bwd_path ? ", backward path " : "", bwd_path ? bwd_path : "");
+    printf("backend: %s%s%s%s%s\n", use_cpu ? "CPU (harness validation)" : "CUDA",
+           bwd_path ? ", backward path " : "", bwd_path ? bwd_path : "", same_as ? ", bitwise the same as " : "",
+           same_as ? same_as : "");
     api_checks();
     if (tu_opt.quick) {
         /* small shapes for compute-sanitizer: every kernel and path once */

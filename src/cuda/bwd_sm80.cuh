@@ -36,6 +36,12 @@
  * the order of the nonzero terms of dX does not depend on how many column tiles follow the
  * last valid one (padded == packed bitwise: masked tiles and blocks only add exact zeros).
  *
+ * tc3b (V3 = 2, bwd_tc3b_d64.cu, opt-in DATTN_CUDA_BWD=tc3b): tc3 with a lean tile loop and
+ * bitwise the same results: per-thread loader pointers and unguarded full tiles
+ * (bwd_load2_ln), Y / W prefetch in both kernels, one fslot per window-table entry, the
+ * saturated column-side rows staged once per row block (OFF_TS, fp32), the dropout test
+ * hoisted out of the P / dS loop, and (dq kernel) dP before the saturated-constant barrier.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -51,6 +57,8 @@
 #include "fwd_sm80.cuh"
 
 #define DATTN_BWD_TC_SMAX 256 /* largest att span S on this path: C is [BM][2S + 8] */
+
+template <bool B> struct dattn_bool_c { static constexpr bool value = B; };
 
 template <int D, int BN, int V3 = 0>
 struct bwd_geom {
@@ -97,7 +105,10 @@ struct bwd_geom {
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB;
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
-    static constexpr int OFF_C = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
+    /* tc3b (V3 == 2, the lean tile loop): the column-side table's two saturated rows as
+     * fp32 [2][D] (sat_hi, sat_lo), read by the saturated column constants of every tile */
+    static constexpr int OFF_TS = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
+    static constexpr int OFF_C = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -236,6 +247,39 @@ DATTN_DEV void bwd_load_yw(uint32_t sY, const uint16_t *yb, int64_t y_sl, const 
     }
 }
 
+/* tc3b (lean loop): ROWS rows n0 .. n0 + ROWS - 1 of two tensors through this thread's
+ * source pointers (p0 / p1: row tid / CPR, chunk tid % CPR of row 0 of the sequence) and its
+ * chunk offset off = swz(tid / CPR, tid % CPR) in the destination tiles s0 / s1: pass it is row
+ * tid / CPR + 16 it, i.e. source + 16 it rows, destination + 16 it row pitches (16 % 8 == 0
+ * keeps the swizzle key). The same chunks at the same places as bwd_load_yw; a fully valid
+ * tile (n0 + ROWS <= len) loads with no bounds check, the last one zero-fills rows >= len
+ * (source: row 0, 0 bytes read). Not committed. */
+template <int D, int ROWS>
+DATTN_DEV void bwd_load2_ln(uint32_t s0, const uint16_t *p0, int64_t sl0, uint32_t s1, const uint16_t *p1,
+                            int64_t sl1, uint32_t off, int n0, int len)
+{
+    constexpr int CPR = D / 8, NTHR = 128, RPI = NTHR / CPR, RB = 2 * D;
+    static_assert(NTHR % CPR == 0 && RPI % 8 == 0 && ROWS % RPI == 0, "lean loader geometry");
+    const uint16_t *a0 = p0 + (int64_t)n0 * sl0, *a1 = p1 + (int64_t)n0 * sl1;
+    s0 += off;
+    s1 += off;
+    if (n0 + ROWS <= len) {
+#pragma unroll
+        for (int it = 0; it < ROWS / RPI; it++) {
+            cp_async16(s0 + it * RPI * RB, a0 + (int64_t)(it * RPI) * sl0, 16);
+            cp_async16(s1 + it * RPI * RB, a1 + (int64_t)(it * RPI) * sl1, 16);
+        }
+    } else {
+        const int row0 = (int)threadIdx.x / CPR;
+#pragma unroll
+        for (int it = 0; it < ROWS / RPI; it++) {
+            const int ok = n0 + row0 + it * RPI < len;
+            cp_async16(s0 + it * RPI * RB, ok ? a0 + (int64_t)(it * RPI) * sl0 : p0 - (int64_t)row0 * sl0, ok ? 16 : 0);
+            cp_async16(s1 + it * RPI * RB, ok ? a1 + (int64_t)(it * RPI) * sl1 : p1 - (int64_t)row0 * sl1, ok ? 16 : 0);
+        }
+    }
+}
+
 /* tc3 (V3): flush the row-frame slot blocks [blo, bhi) (multiples of 16) of the sliding C
  * window: dX += C . TR (blocks in descending order: see the top comment) and partial (+)= C^T X (stored where the CTA's partial has not been
  * written yet, added elsewhere; real slot = KV ? 2S - 1 - fslot : fslot), then zero their C
@@ -243,11 +287,11 @@ DATTN_DEV void bwd_load_yw(uint32_t sY, const uint16_t *yb, int64_t y_sl, const 
  * scattered: they are zero (their C columns may belong to live slots, so they are not
  * read): no dX, zeros to the partial. fromring: the TR rows are in the ring (in-loop
  * flush: the blocks lie in the ring's valid rows); else each 64-slot chunk is staged. */
-template <int D, int BN, int BF, int KV>
+template <int D, int BN, int BF, int KV, int V3 = 1>
 DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4], int blo, int bhi,
                             int fromring, int sclo, int stop, const uint16_t *trh, int64_t tr_ss)
 {
-    typedef bwd_geom<D, BN, 1> G;
+    typedef bwd_geom<D, BN, V3> G; /* (tc3b: C lies 512 bytes further) */
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -343,6 +387,8 @@ template <int D, int BN, int BF, int KV, int V3>
 DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
 {
     typedef bwd_geom<D, BN, V3> G;
+    /* tc3b (V3 == 2): the lean tile loop, the same arithmetic as tc3 (bitwise) */
+    constexpr int LN = V3 >= 2;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -374,10 +420,23 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     uint16_t *sC = (uint16_t *)(smem + G::OFF_C);
     if (rowpos)
         for (int i = tid; i < G::BM * CPT / 2; i += G::NTHR) ((uint32_t *)sC)[i] = 0u;
+    /* tc3b: the column-side table's saturated rows (sat_hi, sat_lo of the column frame) as
+     * fp32, once per row block (h2f is exact: the same values the tiles converted) */
+    if constexpr (LN) {
+        static_assert(G::NTHR == 2 * D, "one thread per saturated-row element");
+        const int st = tid < D ? (KV ? a.sat_neg : a.sat_pos) : (KV ? a.sat_pos : a.sat_neg);
+        if (colpos) ((float *)(smem + G::OFF_TS))[tid] = h2f<BF>(tch[(int64_t)st * tc_ss + tid % D]);
+    }
+    /* tc3b: this thread's chunk (row lrow + 16 it, chunk lch) of every 64-byte-row tile */
+    const int lrow = tid / G::CPR, lch = tid % G::CPR;
+    const uint32_t lnoff = swz<D>(lrow, lch);
 
     /* X and Z tiles */
     const uint32_t sX = smem_u32(smem + G::OFF_X), sZ = smem_u32(smem + G::OFF_Z);
-    for (int idx = tid; idx < G::BM * G::CPR; idx += G::NTHR) {
+    if constexpr (LN)
+        bwd_load2_ln<D, G::BM>(sX, xb + (int64_t)lrow * x_sl + lch * 8, x_sl, sZ, zb + (int64_t)lrow * z_sl + lch * 8,
+                               z_sl, lnoff, m0, len);
+    for (int idx = tid; idx < (LN ? 0 : G::BM * G::CPR); idx += G::NTHR) {
         const int row = idx / G::CPR, ch = idx % G::CPR, x = m0 + row;
         const int ok = x < len;
         cp_async16(sX + swz<D>(row, ch), xb + (int64_t)(ok ? x : 0) * x_sl + ch * 8, ok ? 16 : 0);
@@ -479,8 +538,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     }
     /* double-buffered Y, W (prefetch of the next tile) in the dq kernel; the dkdv kernel
      * sits at the 255-register limit and spills with the moving buffer base */
-    constexpr int PF = !KV;
+    constexpr int PF = !KV || LN; /* (tc3b: both kernels, 254 registers or fewer) */
     const int n_end = (KV || anyrow) ? (len + BN - 1) / BN : 0;
+    /* tc3b: this thread's Y / W sources of column tile 0 (bwd_load2_ln) */
+    const uint16_t *ythr = yb + (int64_t)lrow * y_sl + lch * 8, *wthr = wb + (int64_t)lrow * w_sl + lch * 8;
     for (int n = 0; n < n_end; n++) {
         const int n0 = n * BN;
         /* Y, W of tile n: buffer n & 1 (tile n + 1's copies start once tile n's landed) */
@@ -488,7 +549,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         __syncthreads(); /* the previous tile is consumed */
         /* ---- loads: Y, W (first tile; later ones were prefetched), the window tables and
          * new ring rows (band) */
-        if (!PF || n == 0) bwd_load_yw<D, BN>(sY, yb, y_sl, wb, w_sl, n0, len);
+        if (!PF || n == 0) {
+            if constexpr (LN) bwd_load2_ln<D, BN>(sY, ythr, y_sl, sW, wthr, w_sl, lnoff, n0, len);
+            else bwd_load_yw<D, BN>(sY, yb, y_sl, wb, w_sl, n0, len);
+        }
         const int rlo = m0 - n0 - BN + 1; /* smallest row-frame r' of the tile */
         int cls = DATTN_CLS_PLAIN;
         if (use_pos) {
@@ -496,7 +560,48 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if (rlo >= a.R) cls = DATTN_CLS_SATP;
             if (m0 - n0 + G::BM - 1 <= -a.R) cls = DATTN_CLS_SATN;
         }
-        if (cls == DATTN_CLS_BAND) {
+        if constexpr (LN) {
+            if (cls == DATTN_CLS_BAND) {
+                /* tc3b: one fslot per entry (the table store may alias stab: the compiler
+                 * could not share it between sT and sSl); RC == CW */
+                static_assert(!LN || (G::RC == G::CW && G::NT <= G::NTHR && G::RC % 8 == 0), "tc3b window tables");
+                if (tid < G::NT) {
+                    const int uu = tid < G::NWIN ? tid : G::NWIN - 1;
+                    const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
+                    sT[tid] = row * G::RB + (swz_key<D>(row) << 4);
+                    sSl[tid] = row;
+                }
+                const int slo = bwd_fslot<KV>(a, stab, rlo), shi = bwd_fslot<KV>(a, stab, rlo + G::NWIN - 1);
+                const int top = ring_ok ? min(shi, ring_lo - 1) : min(shi | 15, S2 - 1);
+                if (!ring_ok) rtop = top, sc_any = 1;
+                /* new ring rows slo + lrow + 16 k <= top: ring row (s % RC) advances by 16 (wraps
+                 * at RC), its swizzle key s & 7 stays; real row s or 2S - 1 - s */
+                int sr = slo + lrow;
+                if (sr <= top) {
+                    int rr = sr % G::RC;
+                    const uint32_t kx = (uint32_t)((lch ^ (sr & 7)) << 4);
+                    const int real = KV ? S2 - 1 - sr : sr;
+                    const uint16_t *pr = rowpos ? trh + (int64_t)real * tr_ss + lch * 8 : trh;
+                    const uint16_t *pc = colpos ? tch + (int64_t)real * tc_ss + lch * 8 : tch;
+                    const int64_t dr = (KV ? -16 : 16) * tr_ss, dc = (KV ? -16 : 16) * tc_ss;
+#pragma unroll 1
+                    for (;;) {
+                        const uint32_t off = (uint32_t)(rr * G::RB) + kx;
+                        if (rowpos) cp_async16(rk + off, pr, 16);
+                        if (colpos) cp_async16(rq + off, pc, 16);
+                        sr += 16;
+                        if (sr > top) break;
+                        if (rowpos) pr += dr;
+                        if (colpos) pc += dc;
+                        rr = rr + 16 >= G::RC ? rr + 16 - G::RC : rr + 16;
+                    }
+                }
+                ring_lo = slo;
+                ring_ok = 1;
+            } else {
+                ring_ok = 0;
+            }
+        } else if (cls == DATTN_CLS_BAND) {
             for (int u = tid; u < G::NT; u += G::NTHR) {
                 const int uu = u < G::NWIN ? u : G::NWIN - 1;
                 const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
@@ -526,7 +631,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         /* (parked in shared memory: a register held across S and dP spills the dkdv kernel) */
         if (DROP && a.drop_thr) skb[tid] = bwd_keep_bits<G::NB, KV>(a, bh, m0 + wr0, n0);
         if (KV) {
-            for (int y = tid; y < BN; y += G::NTHR) {
+            /* column facts (tc3b: one pass, y = tid < BN) */
+            auto colfact = [&](const int y) {
                 const int i = n0 + y;
                 int f = 0;
                 float l2 = __int_as_float(0x7f800000), dd = 0.f;
@@ -542,6 +648,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 scf[y] = f;
                 scl[y] = l2;
                 scd[y] = dd;
+            };
+            if constexpr (LN) {
+                if (tid < BN) colfact(tid);
+            } else {
+                for (int y = tid; y < BN; y += G::NTHR) colfact(y);
             }
         }
         /* column validity bits (dq: the keys' mask; KV: rows carry the key mask) */
@@ -562,23 +673,51 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         __syncthreads();
         /* prefetch tile n + 1's Y, W into the other buffer (tile n - 1's, consumed) */
         if (PF && n + 1 < n_end) {
-            bwd_load_yw<D, BN>(sY0 + (uint32_t)(((n + 1) & 1) * G::YWB), yb, y_sl, wb, w_sl, n0 + BN, len);
+            const uint32_t sYn = sY0 + (uint32_t)(((n + 1) & 1) * G::YWB);
+            if constexpr (LN) bwd_load2_ln<D, BN>(sYn, ythr, y_sl, sYn + BN * G::RB, wthr, w_sl, lnoff, n0 + BN, len);
+            else bwd_load_yw<D, BN>(sYn, yb, y_sl, wb, w_sl, n0 + BN, len);
             cp_async_commit();
         }
 
+        /* dP = Z W^T (independent of S: the tc3b dq kernel computes it on saturated and plain
+         * tiles while warp 0 sums the saturated column constants, before their barrier; in
+         * the dkdv kernel the longer live range of dp spills) */
+        constexpr int DPE = LN && !KV;
+        float dp[G::NB][4];
+        auto dpmma = [&]() {
+#pragma unroll
+            for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+#pragma unroll
+            for (int kc = 0; kc < G::CPR; kc += 4) {
+                uint32_t za[2][4];
+                bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    uint32_t r[4];
+                    ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                    mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
+                    mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                }
+            }
+        };
         /* saturated column constants: y . TC[real sat slot] */
         if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
             const int st = cls == DATTN_CLS_SATP ? sat_hi : sat_lo;
             const uint16_t *pr = tch + (int64_t)st * tc_ss;
-            for (int y = tid; y < BN; y += G::NTHR) {
+            /* (tc3b: the fp32 copy of the row in shared memory, one pass) */
+            const float *prf = (const float *)(smem + G::OFF_TS) + (cls == DATTN_CLS_SATP ? 0 : D);
+            for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
                 float acc = 0.f;
                 for (int d = 0; d < D; d++) {
                     const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
-                    acc = fmaf(h2f<BF>(v), h2f<BF>(pr[d]), acc);
+                    acc = fmaf(h2f<BF>(v), LN ? prf[d] : h2f<BF>(pr[d]), acc);
                 }
                 sps[y] = acc;
             }
+            if constexpr (DPE) dpmma();
             __syncthreads();
+        } else if (DPE && cls != DATTN_CLS_BAND) {
+            dpmma();
         }
 
         /* ---- S (row frame) */
@@ -687,20 +826,23 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             }
         }
 
-        /* ---- dP = Z W^T */
-        float dp[G::NB][4];
+        /* ---- dP = Z W^T (tc3b dq kernel: done above on saturated and plain tiles) */
+        if constexpr (DPE) {
+            if (cls == DATTN_CLS_BAND) dpmma();
+        } else {
 #pragma unroll
-        for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
+            for (int nb = 0; nb < G::NB; nb++) dp[nb][0] = dp[nb][1] = dp[nb][2] = dp[nb][3] = 0.f;
 #pragma unroll
-        for (int kc = 0; kc < G::CPR; kc += 4) {
-            uint32_t za[2][4];
-            bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
+            for (int kc = 0; kc < G::CPR; kc += 4) {
+                uint32_t za[2][4];
+                bwd_afrag<D, ZR>(za, zf, sZ, wr0, kc);
 #pragma unroll
-            for (int nb = 0; nb < G::NB; nb++) {
-                uint32_t r[4];
-                ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
-                mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
-                mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                for (int nb = 0; nb < G::NB; nb++) {
+                    uint32_t r[4];
+                    ldsm_x4(r, sW + swz<D>(8 * nb + (lane & 7), kc + (lane >> 3)));
+                    mma16816_acc<BF>(dp[nb], za[0], r[0], r[1]);
+                    mma16816_acc<BF>(dp[nb], za[1], r[2], r[3]);
+                }
             }
         }
 
@@ -713,30 +855,65 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
         /* (32 bits when they suffice: BN = 32 runs at the register limit) */
         const typename bwd_vtype<BN>::T vs = (typename bwd_vtype<BN>::T)(vbits >> (2 * c));
-        const uint32_t kfu = __float_as_uint(DROP && a.drop_thr ? a.drop_scale : 1.f);
+        if constexpr (!LN) {
+            const uint32_t kfu = __float_as_uint(DROP && a.drop_thr ? a.drop_scale : 1.f);
 #pragma unroll
-        for (int nb = 0; nb < G::NB; nb++) {
-            const uint32_t kbt = DROP && a.drop_thr ? skb[tid] >> (2 * nb) : 0xffffffffu;
+            for (int nb = 0; nb < G::NB; nb++) {
+                const uint32_t kbt = DROP && a.drop_thr ? skb[tid] >> (2 * nb) : 0xffffffffu;
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int r = e >> 1, y = 8 * nb + 2 * c + (e & 1);
-                const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1u);
-                /* keep_ij / (1 - p) under dropout (0 where dropped), else exactly 1 */
-                const float kf = __uint_as_float(((kbt >> (r * 2 * G::NB + (e & 1))) & 1u) * kfu);
-                float p, dsv, pv;
-                if (!KV) {
-                    p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
-                    dsv = p * (dp[nb][e] * kf - rdi[r]);
-                    pv = 0.f;
-                } else {
-                    const int f = scf[y];
-                    p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
-                    dsv = p * (dp[nb][e] * kf - scd[y]);
-                    pv = (f == 2 ? fpad : p) * kf;
+                for (int e = 0; e < 4; e++) {
+                    const int r = e >> 1, y = 8 * nb + 2 * c + (e & 1);
+                    const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1u);
+                    /* keep_ij / (1 - p) under dropout (0 where dropped), else exactly 1 */
+                    const float kf = __uint_as_float(((kbt >> (r * 2 * G::NB + (e & 1))) & 1u) * kfu);
+                    float p, dsv, pv;
+                    if (!KV) {
+                        p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
+                        dsv = p * (dp[nb][e] * kf - rdi[r]);
+                        pv = 0.f;
+                    } else {
+                        const int f = scf[y];
+                        p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
+                        dsv = p * (dp[nb][e] * kf - scd[y]);
+                        pv = (f == 2 ? fpad : p) * kf;
+                    }
+                    s[nb][e] = dsv;
+                    dp[nb][e] = pv;
                 }
-                s[nb][e] = dsv;
-                dp[nb][e] = pv;
             }
+        } else {
+            /* tc3b: the same loop with the dropout test hoisted: without dropout kf == 1.0f
+             * exactly, so dp kf - D == dp - D and pv == p bit for bit */
+            auto pds = [&](auto kon) {
+                constexpr bool KON = decltype(kon)::value;
+                const uint32_t kfu = __float_as_uint(KON ? a.drop_scale : 1.f);
+#pragma unroll
+                for (int nb = 0; nb < G::NB; nb++) {
+                    const uint32_t kbt = KON ? skb[tid] >> (2 * nb) : 0xffffffffu;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int r = e >> 1, y = 8 * nb + 2 * c + (e & 1);
+                        const int cv = (int)((vs >> (8 * nb + (e & 1))) & 1u);
+                        /* keep_ij / (1 - p) under dropout (0 where dropped), else exactly 1 */
+                        const float kf = __uint_as_float(((kbt >> (r * 2 * G::NB + (e & 1))) & 1u) * kfu);
+                        float p, dsv, pv;
+                        if (!KV) {
+                            p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
+                            dsv = p * (dp[nb][e] * kf - rdi[r]);
+                            pv = 0.f;
+                        } else {
+                            const int f = scf[y];
+                            p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
+                            dsv = p * (dp[nb][e] * kf - scd[y]);
+                            pv = (f == 2 ? fpad : p) * kf;
+                        }
+                        s[nb][e] = dsv;
+                        dp[nb][e] = pv;
+                    }
+                }
+            };
+            if (DROP && a.drop_thr) pds(dattn_bool_c<true>());
+            else pds(dattn_bool_c<false>());
         }
 
         /* ---- dX += dS Y;  dV += P W (KV) */
@@ -818,7 +995,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if (n + 1 < n_end && rln < a.R && m0 - n0 - BN + G::BM - 1 > -a.R) {
                 const int nf = (bwd_fslot<KV>(a, stab, rln + G::NWIN - 1) | 15) + 1;
                 if (nf < ftop) {
-                    bwd_v3_flush<D, BN, BF, KV>(A, h, dx, nf, ftop, 1, ring_lo & ~15, rtop, trh, tr_ss);
+                    bwd_v3_flush<D, BN, BF, KV, V3>(A, h, dx, nf, ftop, 1, ring_lo & ~15, rtop, trh, tr_ss);
                     ftop = nf;
                 }
             }
@@ -831,7 +1008,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     if (V3 && rowpos) {
         bwd_tc_range(a, stab, KV, m0, len, tlo, thi);
         const int flo = KV ? S2 - 1 - thi : tlo;
-        bwd_v3_flush<D, BN, BF, KV>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
+        bwd_v3_flush<D, BN, BF, KV, V3>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
                                     trh, tr_ss);
         /* saturated-tile row sums (fp32, outside C): dX += rs TR[sat], partial[sat] += rs^T X */
         __syncthreads(); /* (scs: the tiles' reads of the saturated constants are done) */

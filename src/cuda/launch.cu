@@ -47,7 +47,9 @@
  *   simple  the simple backward;
  *   tc2     pins the round-2 tensor-core kernels at D = 64 too (smaller workspace: half the
  *           table-gradient partial groups);
- *   tc3     the default, accepted by name. */
+ *   tc3     the default, accepted by name;
+ *   tc3b    the round-3 kernels with the lean tile loop (bwd_tc3b_d64.cu; opt-in, bitwise the
+ *           same results as tc3, the same workspace and routing conditions). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -90,7 +92,7 @@ extern "C" size_t dattn_bwd_dkdv_smem(int D);
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 extern "C" size_t dattn_bwd_sm80_smem(int D, int S);
 extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream);
-extern "C" size_t dattn_bwd_tc3_smem(int D, int S);
+extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -765,6 +767,8 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
+    /* DATTN_CUDA_BWD=tc3b: the lean-loop variant of the round-3 kernels (same workspace) */
+    const int v3 = force && !strcmp(force, "tc3b") ? 2 : 1;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
@@ -779,9 +783,9 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * fit an A100 or Ada anyway); elsewhere the simple kernels run */
     if (di.major != 9) tc = 0;
     if (tc && dattn_bwd_sm80_smem((int)c->D, a.S) > (size_t)di.smem_optin) tc = 0;
-    tc3 = tc3 && tc && dattn_bwd_tc3_smem((int)c->D, a.S) <= (size_t)di.smem_optin;
+    tc3 = tc3 && tc && dattn_bwd_tc3_smem((int)c->D, a.S, v3) <= (size_t)di.smem_optin;
     A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c, tc3);
-    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, tc3, (cudaStream_t)p->stream)
+    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, tc3 ? v3 : 0, (cudaStream_t)p->stream)
                        : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
     if (e != cudaSuccess) return cuda_fail(e, "backward kernel launch");
     return DATTN_OK;
