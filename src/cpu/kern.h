@@ -63,12 +63,18 @@ static inline int64_t kmin(int64_t a, int64_t b) { return a < b ? a : b; }
  * C[mr x nv*VL] = init + sum_k A(i, k) B[k][:], A(i, k) = A[i*ars + k*aks].
  * init: zero, the current C, the current C times rs[i], or rs[i] + cv[:].
  * Optional epilogue (last K block only): C *= scale, and rmax[i] = max(rmax[i], max of
- * the stored row) — the score GEMM hands the softmax its scaled scores and row maxima. */
+ * the stored row) — the score GEMM hands the softmax its scaled scores and row maxima.
+ * With an epilogue whose bias_last is set, an INIT_LOAD / INIT_ROWCOL init is added
+ * after the K sum instead of before it (the GEMM must then be one K block): the score
+ * GEMM's init is the c2p + p2c bias, often 10x larger than the partial sums of q.k, and
+ * starting the sum from it rounds all D steps at the bias's magnitude (fp32 backward
+ * scores ~10 ulps off on large biases; NOTES.md, "CPU score accuracy"). */
 enum { INIT_ZERO = 0, INIT_LOAD = 1, INIT_SCALE = 2, INIT_ROWCOL = 3 };
 
 typedef struct gepi {
     float scale; /* multiply the result (1 = no) */
     float *rmax; /* running row maxima of the result, or NULL */
+    int bias_last; /* add the LOAD / ROWCOL init after the K sum (one K block only) */
 } gepi;
 
 KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t ars, int64_t aks,
@@ -76,9 +82,10 @@ KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t 
                  const float *rs, const float *cv, const gepi *ep)
 {
     vf acc[MR][NV];
+    const int late = ep && ep->bias_last && (init == INIT_LOAD || init == INIT_ROWCOL);
     KUNROLL for (int r = 0; r < mr; r++) {
         KUNROLL for (int v = 0; v < nv; v++) {
-            if (init == INIT_ZERO) acc[r][v] = vzero();
+            if (init == INIT_ZERO || late) acc[r][v] = vzero();
             else if (init == INIT_LOAD) acc[r][v] = vload(C + r * ldc + v * VL);
             else if (init == INIT_SCALE) acc[r][v] = vmul(vload(C + r * ldc + v * VL), vset1(rs[r]));
             else acc[r][v] = vadd(vset1(rs[r]), vload(cv + v * VL));
@@ -92,6 +99,14 @@ KINLINE void ukr(const int mr, const int nv, int64_t K, const float *A, int64_t 
         KUNROLL for (int r = 0; r < mr; r++) {
             vf av = vset1(a[r * ars]);
             KUNROLL for (int v = 0; v < nv; v++) acc[r][v] = vfma(av, bv[v], acc[r][v]);
+        }
+    }
+    if (late) {
+        KUNROLL for (int r = 0; r < mr; r++) {
+            KUNROLL for (int v = 0; v < nv; v++) {
+                if (init == INIT_LOAD) acc[r][v] = vadd(acc[r][v], vload(C + r * ldc + v * VL));
+                else acc[r][v] = vadd(acc[r][v], vadd(vset1(rs[r]), vload(cv + v * VL)));
+            }
         }
     }
     if (ep) {
@@ -192,6 +207,7 @@ static void gemm_ep(int64_t M, int64_t N, int64_t K, const float *A, int64_t ars
                 if (ep && last) {
                     e.scale = ep->scale;
                     e.rmax = ep->rmax ? ep->rmax + i : NULL;
+                    e.bias_last = ep->bias_last && k0 == 0;
                     pe = &e;
                 }
                 ukr_dispatch(mr, nv, in, kc, A + i * ars + k0 * aks, ars, aks, B + k0 * ldb + j,
@@ -456,7 +472,7 @@ static void band_bias_perm(const cpu_plan *pl, const cpu_pair *pr, const rowblk 
 static void score_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, cpu_tbuf *tb,
                        int64_t jt, int *cls_out, float *rmax)
 {
-    gepi ep = {pl->c2, rmax};
+    gepi ep = {pl->c2, rmax, 1};
     const dattn_call *c = pl->c;
     const int64_t bn = pl->bn, j0 = jt * bn, nb = kmin(bn, pr->n - j0);
     const float *kt = pr->kt + jt * pl->D * bn;
@@ -745,7 +761,7 @@ static void KCAT(bwd_pair, ISA_SUFFIX)(const cpu_plan *pl, cpu_pair *pr, cpu_tbu
                 float di = 0.0f;
                 for (int64_t d = 0; d < D; d++) di += dout[d] * row[d];
                 tb->di[ii] = di;
-                tb->lse2[ii] = lse[dattn_lse_off(c, pr->b, pr->h, i)] * LOG2E_F;
+                tb->lse2[ii] = (float)((double)lse[dattn_lse_off(c, pr->b, pr->h, i)] / LN2_D);
             }
             if (c->c2p) memset(tb->gc, 0, sizeof(float) * (size_t)(rk.mb * rk.Wc));
             for (int64_t jt = 0; jt < pr->nt; jt++) {

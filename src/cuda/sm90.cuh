@@ -124,33 +124,16 @@ DATTN_DEV void reg_fence(uint32_t (&d)[R][C])
         for (int j = 0; j < C; j++) asm volatile("" : "+r"(d[i][j])::"memory");
 }
 
-/* The accumulator operand lists of m64n64 (32 floats per thread) and m64n128 (64). */
+/* The accumulator operand lists of m64n64 (32 floats per thread: rows 0-7 of d) and m64n128
+ * (64: rows 0-15), one row of four floats at a time. */
+#define DATTN_WGMMA_ROW(d, i) "+f"(d[i][0]), "+f"(d[i][1]), "+f"(d[i][2]), "+f"(d[i][3])
 #define DATTN_WGMMA_ACC32(d) \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+    DATTN_WGMMA_ROW(d, 0), DATTN_WGMMA_ROW(d, 1), DATTN_WGMMA_ROW(d, 2), DATTN_WGMMA_ROW(d, 3), \
+    DATTN_WGMMA_ROW(d, 4), DATTN_WGMMA_ROW(d, 5), DATTN_WGMMA_ROW(d, 6), DATTN_WGMMA_ROW(d, 7)
 #define DATTN_WGMMA_ACC64(d) \
-    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), \
-    "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), \
-    "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), \
-    "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), \
-    "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-    "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), \
-    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), \
-    "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), \
-    "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), \
-    "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), \
-    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), \
-    "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), \
-    "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), \
-    "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+    DATTN_WGMMA_ACC32(d), \
+    DATTN_WGMMA_ROW(d, 8), DATTN_WGMMA_ROW(d, 9), DATTN_WGMMA_ROW(d, 10), DATTN_WGMMA_ROW(d, 11), \
+    DATTN_WGMMA_ROW(d, 12), DATTN_WGMMA_ROW(d, 13), DATTN_WGMMA_ROW(d, 14), DATTN_WGMMA_ROW(d, 15)
 
 /* One m64nNk16 pair of wrappers for dtype DT (f16 | bf16): wgmma_ss_nN_DT (A and B from
  * shared-memory descriptors) and wgmma_rs_nN_DT (A from registers: the mma.m16n8k16 A

@@ -290,8 +290,13 @@ def _hf_attention_grads(q, k, v, pk, pq, mask, S, M, g):
 def test_gradients_vs_transformers_autograd(device, dtype, seed):
     """SPEC tolerance rule on the gradients: dattn's error against float64 is at most 2x
     transformers' own error in the same dtype on the same device, plus a rounding floor.
-    q, k, v: max abs error (floor 4 eps max|ref|); pk, pq (sums over many (i, j) pairs):
-    Frobenius error relative to the reference's norm (floor 4 eps)."""
+    All five: Frobenius error relative to the reference's norm (floor eps). q, k, v also:
+    max abs error (floor (4 eps + 16 eps32) max|ref|). The eps32 term is the fp32 cost of
+    recomputing p from the stored lse, whatever the storage dtype: p = exp2(s2 - lse2)
+    with s2, lse2 ~ 8 in base-2 units is off by a few fp32 ulps of 8 (~4 eps32 relative)
+    where transformers' softmax subtracts the row max exactly; a single large ds_ij then
+    sets the max error (measured on the CPU over 300 seeds: the Frobenius ratio dattn /
+    transformers is 1.39 +- 0.05, the max-abs ratio has tails to 2.7x)."""
     if device == "cpu" and dtype != torch.float32:
         # transformers' fp16/bf16 path on the CPU is itself far off; the rule is meant
         # for the GPU. The CPU check of the low-precision backward is test_ops'.
@@ -312,21 +317,21 @@ def test_gradients_vs_transformers_autograd(device, dtype, seed):
     out = ops.attention(*leaves, mask=mask.to(device, torch.uint8), position_buckets=S,
                         max_relative_positions=M)
     out.backward(g.to(device, dtype))
-    eps = torch.finfo(dtype).eps
+    eps, eps32 = torch.finfo(dtype).eps, torch.finfo(torch.float32).eps
     report = []
     for idx, name in enumerate("q k v pk pq".split()):
         rg = ref[idx].grad
         a = leaves[idx].grad.double().cpu()
         t = g_hf[idx].double().cpu()
+        n = rg.norm().item()
+        e_d, e_t = (a - rg).norm().item() / n, (t - rg).norm().item() / n
+        report.append(f"d{name}: rel. Frobenius dattn {e_d:.3g} transformers {e_t:.3g}")
+        assert e_d <= 2 * e_t + eps, "; ".join(report)
         if idx < 3:
             e_d, e_t = (a - rg).abs().max().item(), (t - rg).abs().max().item()
-            floor = 4 * eps * rg.abs().max().item()
-        else:
-            n = rg.norm().item()
-            e_d, e_t = (a - rg).norm().item() / n, (t - rg).norm().item() / n
-            floor = 4 * eps
-        report.append(f"d{name}: dattn {e_d:.3g} transformers {e_t:.3g}")
-        assert e_d <= 2 * e_t + floor, "; ".join(report)
+            floor = (4 * eps + 16 * eps32) * rg.abs().max().item()
+            report.append(f"d{name}: max abs dattn {e_d:.3g} transformers {e_t:.3g}")
+            assert e_d <= 2 * e_t + floor, "; ".join(report)
     print("; ".join(report))
 
 
