@@ -18,8 +18,11 @@ On CUDA the loop never synchronizes (only at the end of a round), so the figures
 host-side launch overhead; the tiny kernels finish long before the next call is issued.
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python nice python3 bench/host_overhead.py
-       [--device cpu|cuda] [--shape B L H D] [--packed] [--terms c2p,p2c] [--threads N]
-       [--iters 2000] [--repeats 5] [--json out.json]
+       [--device cpu|cuda] [--dtype D] [--shape B L H D] [--packed | --mask] [--terms c2p,p2c]
+       [--dropout P] [--threads N] [--iters 2000] [--repeats 5] [--modes nograd,fwd_grad,bwd]
+       [--json out.json]
+Before/after: run it with PYTHONPATH pointing at the other tree's python/ (same library);
+the header line names the ops.py that was measured.
 """
 import argparse
 import json
@@ -92,7 +95,9 @@ def main():
     ap.add_argument("--mask", action="store_true", help="padded layout with a mask")
     ap.add_argument("--terms", default="c2p,p2c")
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads (default 1 on the CPU: the library call's "
+                         "OpenMP team only adds noise at this size)")
     ap.add_argument("--iters", type=int, default=2000)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--repeats", type=int, default=5)
@@ -100,9 +105,9 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
+    if args.threads or dev.type == "cpu":
+        torch.set_num_threads(args.threads or 1)
     dt = getattr(torch, args.dtype) if args.dtype else (
         torch.float16 if dev.type == "cuda" else torch.float32)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
