@@ -90,7 +90,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default=None, help="default: float32 on cpu, float16 on cuda")
-    ap.add_argument("--shape", type=int, nargs=4, default=[1, 8, 2, 64], metavar=("B", "L", "H", "D"))
+    ap.add_argument("--shape", type=int, nargs=4, default=[1, 8, 2, 64],
+                    metavar=("B", "L", "H", "D"))
     ap.add_argument("--packed", action="store_true", help="packed layout (cu_seqlens)")
     ap.add_argument("--mask", action="store_true", help="padded layout with a mask")
     ap.add_argument("--terms", default="c2p,p2c")

@@ -46,7 +46,7 @@ def _capture(monkeypatch):
     return seen
 
 
-def _check_tensor(field, t, rank=None):
+def _check_tensor(field, t):
     if t is None:
         assert field.data is None and list(field.stride) == [0, 0, 0, 0]
         return
