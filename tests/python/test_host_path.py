@@ -190,26 +190,25 @@ def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
 
 
 def _cases(devices):
-    """(name, kwargs builder) pairs over the same B, L, H, D: every field the workspace
-    key holds, and a few it does not (strides, packed lengths), changes one at a time."""
-    out = []
-    for dev in devices:
-        for dt in (torch.float32, torch.bfloat16, torch.float16):
-            out.append((f"{dev}-{dt}", dev, dt, {}))
-        out += [
-            (f"{dev}-transposed-pk", dev, torch.float32, {"pk_t": True}),
-            (f"{dev}-c2p", dev, torch.float32, {"terms": (True, False)}),
-            (f"{dev}-p2c", dev, torch.float32, {"terms": (False, True)}),
-            (f"{dev}-none", dev, torch.float32, {"terms": (False, False)}),
-            (f"{dev}-mask", dev, torch.float32, {"mask": True}),
-            (f"{dev}-mask-zero", dev, torch.float32, {"mask": True, "rows": "zero"}),
-            (f"{dev}-dropout", dev, torch.float32, {"drop": 0.2}),
-            (f"{dev}-packed-short", dev, torch.float32, {"lens": [2, 3, 1, 2]}),
-            (f"{dev}-packed-long", dev, torch.float32, {"lens": [1, 1, 1, 5]}),
-            (f"{dev}-packed-short2", dev, torch.float32, {"lens": [2, 2, 2, 2]}),
-            (f"{dev}-buckets", dev, torch.float32, {"pos": (4, 16)}),
-        ]
-    return out
+    """(name, device, dtype, options) over the same B, L, H, D: every field the workspace
+    key holds, and a few it does not (strides, packed lengths), changed one at a time,
+    each case on every device in turn."""
+    cases = [(str(dt).replace("torch.", ""), dt, {})
+             for dt in (torch.float32, torch.bfloat16, torch.float16)]
+    cases += [(name, torch.float32, opt) for name, opt in [
+        ("transposed-pk", {"pk_t": True}),
+        ("c2p", {"terms": (True, False)}),
+        ("p2c", {"terms": (False, True)}),
+        ("none", {"terms": (False, False)}),
+        ("mask", {"mask": True}),
+        ("mask-zero", {"mask": True, "rows": "zero"}),
+        ("dropout", {"drop": 0.2}),
+        ("packed-short", {"lens": [2, 3, 1, 2]}),
+        ("packed-long", {"lens": [1, 1, 1, 5]}),
+        ("packed-short2", {"lens": [2, 2, 2, 2]}),
+        ("buckets", {"pos": (4, 16)}),
+    ]]
+    return [(f"{dev}-{name}", dev, dt, opt) for name, dt, opt in cases for dev in devices]
 
 
 def _run_case(dev, dt, opt, x, g):
@@ -243,13 +242,13 @@ def _run_case(dev, dt, opt, x, g):
     return out.detach(), grads
 
 
-def test_workspace_cache_never_stale(seed):
+@pytest.mark.parametrize("device", DEVICES)
+def test_workspace_cache_never_stale(device, seed):
     """A sequence of calls over one shape through the cache, each equal (bitwise) to the
     same call with the cache emptied first; the CPU packed calls alternate short and long
-    sequences (the CPU's workspace grows with the longest one: the retry path)."""
-    devices = [d if isinstance(d, str) else d.values[0] for d in DEVICES]
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() and
-                         _lib.device_supported(_lib.DEVICE_CUDA)[0] else [])
+    sequences (the CPU's workspace grows with the longest one: the retry path). On CUDA
+    the CUDA cases interleave with the CPU ones (same shapes, other device)."""
+    devices = ["cpu"] if device == "cpu" else [device, "cpu"]
     B, L = 4, 12
     x = [torch.randn(B, L, H, D) for _ in range(3)] + [torch.randn(H, 2 * S, D) for _ in range(2)]
     g = torch.randn(B, L, H, D)
