@@ -201,6 +201,53 @@ def _query(size_fn, image, stream, key):
     return nbytes
 
 
+def _bad(field, msg):
+    raise DattnError(_lib.INVALID_ARG, f"{field}: {msg}", "call")
+
+
+def _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
+           more=()):
+    """What the library cannot check itself (it sees strides and pointers only): every
+    tensor's shape against q's and its device. A short k or pk would be read out of
+    bounds, a longer pk would leave rows of dpk unwritten, a tensor on another device
+    would be dereferenced as if it were on q's. more: (name, tensor, shape) triples."""
+    shp, dev = q.shape, q.device
+    packed = cu_seqlens is not None
+    if len(shp) != (3 if packed else 4):
+        _bad("q", f"shape {list(shp)}: must be {'[T, H, D] (packed)' if packed else '[B, L, H, D]'}")
+    for name, t in (("k", k), ("v", v)):
+        if t.shape != shp:
+            _bad(name, f"shape {list(t.shape)} must equal q's {list(shp)}")
+        if t.device != dev:
+            _bad(name, f"on {t.device}, q on {dev}")
+    if pk is not None or pq is not None:
+        H, D = shp[-2], shp[-1]
+        S = position_buckets if position_buckets > 0 else max_relative_positions
+        for name, t in (("pk", pk), ("pq", pq)):
+            if t is None:
+                continue
+            if t.shape != (H, 2 * S, D):
+                _bad(name, f"shape {list(t.shape)} must be [H, 2S, D] = [{H}, {2 * S}, {D}] "
+                           "(S: position_buckets if > 0, else max_relative_positions)")
+            if t.device != dev:
+                _bad(name, f"on {t.device}, q on {dev}")
+    if packed:
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+            _bad("cu_seqlens", f"shape {list(cu_seqlens.shape)}: must be [B + 1], B >= 1")
+        if cu_seqlens.device != dev:
+            _bad("cu_seqlens", f"on {cu_seqlens.device}, q on {dev} (the kernels read it there)")
+    elif mask is not None:
+        if mask.shape != shp[:2]:
+            _bad("mask", f"shape {list(mask.shape)} must be [B, L] = {list(shp[:2])}")
+        if mask.device != dev:
+            _bad("mask", f"on {mask.device}, q on {dev}")
+    for name, t, want in more:
+        if t.shape != want:
+            _bad(name, f"shape {list(t.shape)} must be {list(want)}")
+        if t.device != dev:
+            _bad(name, f"on {t.device}, q on {dev}")
+
+
 def _lse_shape(q, cu_seqlens):
     if cu_seqlens is not None:
         return (q.shape[1], q.shape[0])
@@ -215,6 +262,7 @@ def _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_bucke
     """The forward's body, shared by the registered op, the eager autograd path and the
     eager no-grad fast path. need_lse=False (no-grad path only): lse is not written
     (lse.data = NULL) and None is returned in its place."""
+    _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions)
     head, stream = _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets,
                          max_relative_positions, padded_rows)
     keep = []
@@ -288,6 +336,8 @@ def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen
               position_buckets, max_relative_positions, padded_rows, dropout_p,
               absent_as_none=False):
     """The backward's body (the registered op and the eager autograd path)."""
+    _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
+           (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, _lse_shape(q, cu_seqlens))))
     if dout.dtype != q.dtype:
         dout = _last_contig(dout).to(q.dtype)
     head, stream = _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets,

@@ -341,3 +341,69 @@ def test_jit_trace_records_the_op(seed):
     assert "dattn::fwd" in [n.kind() for n in tr.graph.nodes()]
     q2, k2, v2 = (torch.randn_like(t) for t in (q, k, v))
     assert torch.equal(tr(q2, k2, v2, pk), f(q2, k2, v2, pk))
+
+
+# ---- what the library cannot see: shapes and devices ---------------------------------
+
+_BAD_SHAPES = [
+    # (field named in the error, how to break the call)
+    ("k", lambda a: a.update(k=a["k"][:, :-1])),                       # short k: read past its end
+    ("v", lambda a: a.update(v=a["v"][..., :8])),
+    ("pk", lambda a: a.update(pk=torch.cat([a["pk"], a["pk"][:, :2]], 1))),  # rows past 2S
+    ("pq", lambda a: a.update(pq=a["pq"][:, :-2])),                   # fewer than 2S rows
+    ("mask", lambda a: a.update(mask=torch.ones(2, 10, dtype=torch.uint8))),
+    ("q", lambda a: a.update(q=a["q"][0], k=a["k"][0], v=a["v"][0])),  # rank 3, padded
+]
+
+
+@pytest.mark.parametrize("path", ["nograd", "grad", "op"])
+@pytest.mark.parametrize("field,breaker", _BAD_SHAPES, ids=[f for f, _ in _BAD_SHAPES])
+def test_shape_mismatch_names_the_field(field, breaker, path, seed):
+    """A tensor whose shape does not match q's (or [H, 2S, D] for pk / pq, [B, L] for the
+    mask) is refused with an error naming it, on every path, before the library runs."""
+    q, k, v, pk, pq = _tensors("cpu")
+    a = dict(q=q, k=k, v=v, pk=pk, pq=pq, mask=torch.ones(2, 11, dtype=torch.uint8))
+    breaker(a)
+    kw = dict(mask=a["mask"], position_buckets=S, max_relative_positions=M)
+    calls = []
+    orig = _lib.fwd
+    try:
+        _lib.fwd = lambda img: (calls.append(1), orig(img))[1]
+        with pytest.raises(_lib.DattnError, match=rf"\b{field}: shape"):
+            if path == "op":
+                torch.ops.dattn.fwd(a["q"], a["k"], a["v"], a["pk"], a["pq"], a["mask"], None,
+                                    None, a["q"].shape[1] if a["q"].dim() == 4 else 11, S, M,
+                                    _lib.PADROWS_HF, 0.0)
+            elif path == "grad":
+                ops.attention(*(a[n].requires_grad_() for n in ("q", "k", "v", "pk", "pq")), **kw)
+            else:
+                with torch.no_grad():
+                    ops.attention(a["q"], a["k"], a["v"], a["pk"], a["pq"], **kw)
+    finally:
+        _lib.fwd = orig
+    assert not calls, "the library was called with a malformed call"
+
+
+def test_backward_checks_dout_and_saved(seed):
+    """The backward's own tensors: dout, out and lse shapes."""
+    q, k, v, pk, pq = _tensors("cpu")
+    args = (None, None, None, 11, S, M, _lib.PADROWS_HF, 0.0)
+    out, lse = torch.ops.dattn.fwd(q, k, v, pk, pq, *args)
+    for name, bad in (("dout", (out[:, :-1], out, lse)), ("out", (out, out[..., :8], lse)),
+                      ("lse", (out, out, lse[:, :1]))):
+        with pytest.raises(_lib.DattnError, match=rf"\b{name}: shape"):
+            torch.ops.dattn.bwd(bad[0], q, k, v, pk, pq, None, None, None, bad[1], bad[2],
+                                11, S, M, _lib.PADROWS_HF, 0.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device next to the CPU")
+@pytest.mark.parametrize("field", ["k", "pk", "mask"])
+def test_device_mismatch_names_the_field_cuda(field, seed):
+    """A tensor on another device than q is refused (the kernels would dereference a host
+    pointer on the GPU)."""
+    q, k, v, pk, pq = _tensors("cuda")
+    a = dict(q=q, k=k, v=v, pk=pk, pq=pq, mask=torch.ones(2, 11, dtype=torch.uint8, device="cuda"))
+    a[field] = a[field].cpu()
+    with torch.no_grad(), pytest.raises(_lib.DattnError, match=rf"\b{field}: on cpu"):
+        ops.attention(a["q"], a["k"], a["v"], a["pk"], a["pq"], mask=a["mask"],
+                      position_buckets=S, max_relative_positions=M)
