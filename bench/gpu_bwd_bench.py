@@ -10,6 +10,11 @@ pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_m
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
 had the round-2 kernels as the default and *_tc3 keys for the round-3 ones.
+Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms): nopos
+(no position terms: the backward's attention core alone, comparable with flash), satmost
+(position_buckets 4, max_relative_positions 8: almost every tile saturated) and allband
+(linear buckets with S = L: every tile a band tile). They split the backward's time into
+its core, the saturated-tile and the band-tile work, as gpu_bench.py does for the forward.
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -94,16 +99,40 @@ def main():
         rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                   for a, b in zip(g2, g0))
         t_fl = timed(flash, 10, 5.0)
+        diag = {}
+        pkl, pql = (torch.randn(H, 2 * L, D, device="cuda", dtype=torch.float16, generator=g)
+                    .requires_grad_() for _ in range(2))
+        for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
+                                  ("satmost", (pk[:, :8].detach().contiguous().requires_grad_(),
+                                               pq[:, :8].detach().contiguous().requires_grad_()), 4, 8),
+                                  ("allband", (pkl, pql), -1, L)):
+            leaves = [t for t in (q, k, v) + tabs if t is not None]
+
+            def dfwd(tabs=tabs, pb=pb, M=M):
+                with torch.no_grad():
+                    ops.attention(q, k, v, *tabs, position_buckets=pb, max_relative_positions=M)
+
+            def dfwdbwd(tabs=tabs, pb=pb, M=M, leaves=leaves):
+                out = ops.attention(q, k, v, *tabs, position_buckets=pb, max_relative_positions=M)
+                torch.autograd.grad(out, leaves, dout)
+
+            df, dfb = timed(dfwd, 10, 3.0), timed(dfwdbwd, 5, 10.0)
+            diag.update({f"dattn_{name}_fwd_ms": df, f"dattn_{name}_fwdbwd_ms": dfb,
+                         f"dattn_{name}_bwd_ms": dfb - df})
+        del pkl, pql
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
-                 tc2_max_rel=rel)
+                 tc2_max_rel=rel, **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
               f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
               flush=True)
         print(f"     tc2 (round 2): fwd+bwd {t_fb2:9.3f} ms (bwd ~{t_fb2 - t_f:8.3f}); ratio "
               f"{t_fb2 / t_fl:6.1f}x; tc2 vs default max rel diff {rel:.2e}", flush=True)
+        print("     bwd by tile kind (ms): " + ", ".join(
+            f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
+            for n in ("nopos", "satmost", "allband")), flush=True)
         del g0, g2
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import threading
 from pathlib import Path
 
@@ -98,6 +99,48 @@ class Params(ctypes.Structure):
 
 _P = ctypes.POINTER(Params)
 
+
+def _struct_format(fields) -> str:
+    """The struct-module format of a ctypes field list, in native mode (C's alignment):
+    ctypes' simple types carry their struct code in _type_. Checked field by field
+    against the ctypes offsets below."""
+    out = []
+    for _, typ in fields:
+        if issubclass(typ, ctypes.Structure):
+            out.append(_struct_format(typ._fields_))
+        elif issubclass(typ, ctypes.Array):
+            out.append(f"{typ._length_}{typ._type_._type_}")
+        else:
+            out.append(typ._type_)
+    return "".join(out)
+
+
+def _check_struct_layout():
+    fmt = "@"
+    for name, typ in Params._fields_:
+        if struct.calcsize(fmt) != getattr(Params, name).offset:
+            raise AssertionError(f"dattn: struct image of dattn_params is off at {name}")
+        fmt += _struct_format([(name, typ)])
+    if struct.calcsize(fmt) != ctypes.sizeof(Params):
+        raise AssertionError("dattn: struct image of dattn_params has the wrong size")
+
+
+_check_struct_layout()
+
+# The byte image of dattn_params for the per-call path of ops.py: filling a ctypes
+# Structure costs an attribute write per field (~100 of them per call); one
+# struct.pack of all the values costs about as much as ten. PARAMS_HEAD covers every
+# field up to `workspace`; PARAMS_TAIL is (workspace, workspace_size, stream), packed
+# separately so that the workspace query and the call share the head.
+# PARAMS_HEAD values, in order: the 12 int32 and 5 int64 scalars (abi_version .. total_tokens),
+# then (data, stride0..3) for q, k, v, pk, pq, mask, cu_seqlens, (data, stride0..3) for
+# out, lse, dropout_p, reserved1, dropout_seed, dropout_offset, and (data, stride0..3) for
+# dout, dq, dk, dv, dpk, dpq.
+PARAMS_HEAD = struct.Struct("@" + _struct_format(Params._fields_[:-3]))
+PARAMS_TAIL = struct.Struct("@" + _struct_format(Params._fields_[-3:]))
+assert Params.workspace.offset == PARAMS_HEAD.size
+assert PARAMS_HEAD.size + PARAMS_TAIL.size == ctypes.sizeof(Params)
+
 # name: (restype, argtypes)
 _SIGNATURES = {
     "dattn_params_init": (None, [_P]),
@@ -139,8 +182,13 @@ _lib = None
 _lib_path = None
 
 
+_BYTES_FNS = {}  # name -> the same C function taking the params as a byte image
+
+
 def _load():
     global _lib, _lib_path
+    if _lib is not None:  # (a module global read: no lock once loaded)
+        return _lib
     with _lock:
         if _lib is not None:
             return _lib
@@ -155,6 +203,15 @@ def _load():
                 fn.restype = res
                 fn.argtypes = args
             _check_abi(lib, path)
+            for name in ("dattn_fwd", "dattn_bwd"):
+                fn = lib[name]  # a separate function object: its own argtypes
+                fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p]
+                _BYTES_FNS[name] = fn
+            for name in ("dattn_fwd_workspace_size", "dattn_bwd_workspace_size"):
+                fn = lib[name]
+                fn.restype = ctypes.c_int
+                fn.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t)]
+                _BYTES_FNS[name] = fn
             _lib, _lib_path = lib, path
             return lib
         raise OSError("libdattn.so not found; build it with `make` in the repository or "
@@ -212,24 +269,53 @@ def new_params() -> Params:
     return p
 
 
-def fwd_workspace_size(p: Params) -> int:
+_PARAMS_SIZE = ctypes.sizeof(Params)
+
+
+def _fn(name, image):
+    """The byte-image variant of a C function, for an image of the right size."""
+    if len(image) != _PARAMS_SIZE:
+        raise ValueError(f"dattn: a params image has {len(image)} bytes, "
+                         f"dattn_params has {_PARAMS_SIZE}")
+    if _lib is None:
+        _load()
+    return _BYTES_FNS[name]
+
+
+# The four calls below take a Params, or its byte image (bytes of sizeof(Params): a
+# PARAMS_HEAD.pack(...) + PARAMS_TAIL.pack(...)), which the library reads in place.
+
+
+def fwd_workspace_size(p) -> int:
     n = ctypes.c_size_t(0)
-    check(lib().dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n)), "fwd_workspace_size")
+    if type(p) is bytes:
+        st = _fn("dattn_fwd_workspace_size", p)(p, ctypes.byref(n))
+    else:
+        st = lib().dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n))
+    check(st, "fwd_workspace_size")
     return n.value
 
 
-def bwd_workspace_size(p: Params) -> int:
+def bwd_workspace_size(p) -> int:
     n = ctypes.c_size_t(0)
-    check(lib().dattn_bwd_workspace_size(ctypes.byref(p), ctypes.byref(n)), "bwd_workspace_size")
+    if type(p) is bytes:
+        st = _fn("dattn_bwd_workspace_size", p)(p, ctypes.byref(n))
+    else:
+        st = lib().dattn_bwd_workspace_size(ctypes.byref(p), ctypes.byref(n))
+    check(st, "bwd_workspace_size")
     return n.value
 
 
-def fwd(p: Params) -> None:
-    check(lib().dattn_fwd(ctypes.byref(p)), "fwd")
+def fwd(p) -> None:
+    st = _fn("dattn_fwd", p)(p) if type(p) is bytes else lib().dattn_fwd(ctypes.byref(p))
+    if st != OK:
+        check(st, "fwd")
 
 
-def bwd(p: Params) -> None:
-    check(lib().dattn_bwd(ctypes.byref(p)), "bwd")
+def bwd(p) -> None:
+    st = _fn("dattn_bwd", p)(p) if type(p) is bytes else lib().dattn_bwd(ctypes.byref(p))
+    if st != OK:
+        check(st, "bwd")
 
 
 def version() -> str:

@@ -2,9 +2,14 @@
 
 Both are ``torch.library`` custom ops with fake (meta) implementations and a registered
 autograd formula, so ``torch.compile(fullgraph=True)`` traces through them and autograd
-uses the fused backward. The implementations only fill a ctypes struct and call the
-library: no host synchronisation (no ``.item()``, no device-to-host copy). On CUDA the
-call goes on the current stream and the workspace comes from PyTorch's allocator.
+uses the fused backward. The implementations only pack the call's ``dattn_params`` and
+call the library: no host synchronisation (no ``.item()``, no device-to-host copy). On
+CUDA the call goes on the current stream and the workspace comes from PyTorch's
+allocator. Eager calls of ``attention()`` with plain tensors (no compile, no mode, no
+tensor subclass) run the same bodies without the op's dispatch: directly when no
+gradient is needed, through an equivalent ``torch.autograd.Function`` otherwise (the
+op's dispatch and generated autograd wrapper cost more host time than the rest of the
+call; bench/host_overhead.py).
 
 Layouts (see include/dattn.h):
   padded  q, k, v: [B, L, H, D] (any strides, last dim contiguous), mask [B, L] (uint8 or
@@ -49,15 +54,41 @@ def dtype_code(dtype: torch.dtype) -> Optional[int]:
     return _DTYPES.get(dtype)
 
 
-def _tensor(t: Optional[torch.Tensor]) -> _lib.Tensor:
-    out = _lib.Tensor()
-    if t is None:
-        return out
-    out.data = t.data_ptr() or None
+# ---- the call's dattn_params, as a byte image ---------------------------------------
+#
+# The bodies below run on every eager call, so their host time matters on a GPU (small
+# batches are host-bound there; bench/host_overhead.py measures it). Instead of a ctypes
+# Params filled field by field (~100 attribute writes), the values go through one
+# struct.pack into the byte image of dattn_params (_lib.PARAMS_HEAD / PARAMS_TAIL, checked
+# against the ctypes layout at import), which the library reads in place. The image is
+# built from this call's tensors every time (only workspace sizes are cached, see _run),
+# and the library validates every call as before.
+
+_ABSENT = (0, 0, 0, 0, 0)  # (data, stride0..3) of an absent tensor: NULL
+_NO_GRADS = _ABSENT * 6  # dout, dq, dk, dv, dpk, dpq of a forward call
+_PAD = ((0, 0, 0, 0), (0, 0, 0), (0, 0), (0,), ())  # stride entries past the rank
+_pack_head = _lib.PARAMS_HEAD.pack
+_pack_tail = _lib.PARAMS_TAIL.pack
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_CONTIG = torch.contiguous_format
+
+
+def _td(t: torch.Tensor, keep: list) -> tuple:
+    """(data, stride0..3) of t's dattn_tensor. A last dimension with a stride other than
+    1 is made contiguous first (the library wants it contiguous); the copy goes to
+    `keep`, which the caller holds until the library call has returned."""
     st = t.stride()
-    for i, s in enumerate(st):
-        out.stride[i] = s
-    return out
+    if st and st[-1] != 1 and t.shape[-1] > 1:
+        t = t.contiguous()
+        keep.append(t)
+        st = t.stride()
+    return (t.data_ptr(), *st, *_PAD[len(st)])
+
+
+def _desc(t: torch.Tensor) -> tuple:
+    """(data, stride0..3) of t's dattn_tensor as it is (outputs, lse, mask)."""
+    st = t.stride()
+    return (t.data_ptr(), *st, *_PAD[len(st)])
 
 
 def _last_contig(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -68,66 +99,153 @@ def _last_contig(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return t
 
 
-def _device_of(t: torch.Tensor) -> tuple[int, int]:
-    dev = _DEVICES.get(t.device.type)
-    if dev is None:
-        raise DattnUnsupported(_lib.UNSUPPORTED, f"device type '{t.device.type}' has no dattn backend")
-    idx = t.device.index if t.device.index is not None else -1
-    if dev == _lib.DEVICE_CUDA and idx < 0:
-        idx = torch.cuda.current_device()
-    return dev, idx
-
-
-def _fill(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
-          max_relative_positions, padded_rows, dropout_p) -> _lib.Params:
-    p = _lib.new_params()
+def _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets, max_relative_positions,
+          padded_rows):
+    """(the scalar fields abi_version .. total_tokens of dattn_params, the stream)."""
     dtype = _DTYPES.get(q.dtype)
     if dtype is None:
         raise DattnUnsupported(_lib.UNSUPPORTED, f"dtype {q.dtype} is not supported")
-    p.device, p.device_index = _device_of(q)
-    p.dtype = dtype
-    p.pos_att = (_lib.POS_C2P if pk is not None else 0) | (_lib.POS_P2C if pq is not None else 0)
-    p.position_buckets = position_buckets
-    p.max_relative_positions = max_relative_positions
-    p.padded_rows = padded_rows
-    if p.device == _lib.DEVICE_CPU:
-        p.num_threads = torch.get_num_threads()
-    if cu_seqlens is not None:
-        p.layout = _lib.LAYOUT_PACKED
-        p.batch = cu_seqlens.shape[0] - 1
-        p.seqlen = max_seqlen
-        p.total_tokens = q.shape[0]
-        p.heads, p.head_dim = q.shape[1], q.shape[2]
-        p.cu_seqlens = cu_seqlens.data_ptr() or None
+    if q.is_cuda:
+        dev, idx, threads = _lib.DEVICE_CUDA, q.get_device(), 0
+        stream = (_raw_stream(idx) if _raw_stream is not None
+                  else torch.cuda.current_stream(q.device).cuda_stream)
+    elif q.is_cpu:
+        dev, idx, threads, stream = _lib.DEVICE_CPU, -1, torch.get_num_threads(), 0
     else:
-        p.layout = _lib.LAYOUT_PADDED
-        p.batch, p.seqlen, p.heads, p.head_dim = q.shape
-        p.mask = _tensor(mask)
-    p.q, p.k, p.v = _tensor(q), _tensor(k), _tensor(v)
-    p.pk, p.pq = _tensor(pk), _tensor(pq)
-    p.dropout_p = dropout_p
+        raise DattnUnsupported(_lib.UNSUPPORTED,
+                               f"device type '{q.device.type}' has no dattn backend")
+    pos = (_lib.POS_C2P if pk is not None else 0) | (_lib.POS_P2C if pq is not None else 0)
+    if cu_seqlens is not None:
+        layout = _lib.LAYOUT_PACKED
+        sh = q.shape
+        B, L, H, D, T = cu_seqlens.shape[0] - 1, max_seqlen, sh[1], sh[2], sh[0]
+    else:
+        layout = _lib.LAYOUT_PADDED
+        B, L, H, D = q.shape
+        T = 0
+    return ((_lib.ABI_VERSION, dev, idx, dtype, layout, pos, position_buckets,
+             max_relative_positions, padded_rows, _lib.MATH_IEEE, threads, 0, B, L, H, D, T),
+            stream)
+
+
+def _dropout_key(rng, dropout_p):
+    """(dropout_p, reserved1, dropout_seed, dropout_offset)."""
     if dropout_p > 0.0:
         if rng is None:
             raise ValueError("dattn: dropout_p > 0 needs the rng tensor [seed, offset]")
         seed, offset = rng.tolist()  # a CPU tensor: no device synchronisation
-        p.dropout_seed = seed & 0xFFFFFFFFFFFFFFFF
-        p.dropout_offset = offset & 0xFFFFFFFFFFFFFFFF
-    if p.device == _lib.DEVICE_CUDA:
-        p.stream = torch.cuda.current_stream(q.device).cuda_stream or None
-    return p
+        return (dropout_p, 0, seed & 0xFFFFFFFFFFFFFFFF, offset & 0xFFFFFFFFFFFFFFFF)
+    return (dropout_p, 0, 0, 0)
 
 
-def _workspace(p: _lib.Params, nbytes: int, device: torch.device):
-    """Allocates the workspace from PyTorch's allocator (256-byte aligned); keeps it alive
-    by returning the tensor."""
-    if nbytes == 0:
-        return None
-    buf = torch.empty(nbytes + 256, dtype=torch.uint8, device=device)
-    addr = buf.data_ptr()
-    aligned = (addr + 255) & ~255
-    p.workspace = aligned
-    p.workspace_size = nbytes
-    return buf
+def _inputs(q, k, v, pk, pq, mask, cu_seqlens, keep):
+    """(data, stride0..3) of q, k, v, pk, pq, mask, then cu_seqlens (a pointer)."""
+    if cu_seqlens is not None:
+        tm, cu = _ABSENT, cu_seqlens.data_ptr()  # (the packed layout ignores mask)
+    else:
+        cu = 0
+        if mask is None:
+            tm = _ABSENT
+        else:
+            tm = _desc(mask.view(torch.uint8) if mask.dtype == torch.bool else mask)
+    return (*_td(q, keep), *_td(k, keep), *_td(v, keep),
+            *(_td(pk, keep) if pk is not None else _ABSENT),
+            *(_td(pq, keep) if pq is not None else _ABSENT), *tm, cu)
+
+
+# Workspace bytes by call signature: (direction, the scalar fields, mask / lse present,
+# dropout on). The workspace query validates the call exactly as the call itself does, so
+# a hit skips a library round trip without skipping any check. The size can depend on more
+# than the key (the CPU sizes packed calls by their longest sequence, read from cu_seqlens;
+# DATTN_CUDA_BWD picks the CUDA backward's partials): a larger cached size only wastes
+# memory, and a smaller one makes the call fail before it writes anything ("workspace_size
+# is ... this call needs ..."), after which _run queries and calls again. Bounded: cleared
+# when full (a packed workload with a new token count per batch misses across batches, hits
+# across the layers of one batch).
+_WS_BYTES = {}
+_WS_ENTRIES = 1024
+
+
+def _run(fn, size_fn, image, stream, like, key):
+    """The library call with a workspace from PyTorch's allocator on like's device
+    (256-byte aligned). The call is stream-ordered: when the workspace tensor is freed on
+    return, the caching allocator keeps its block for that stream's later work."""
+    nbytes = _WS_BYTES.get(key)
+    if nbytes is None:
+        nbytes = _query(size_fn, image, stream, key)
+        cached = False
+    else:
+        cached = True
+    ws = like.new_empty(nbytes + 256, dtype=torch.uint8) if nbytes else None
+    addr = (ws.data_ptr() + 255) & ~255 if nbytes else 0
+    try:
+        fn(image + _pack_tail(addr, nbytes, stream))
+    except DattnError as e:
+        if not cached or e.status != _lib.INVALID_ARG:
+            raise
+        # the cached size may be short for this call: ask (the query raises the call's
+        # own error if it is malformed), and call again when it needs more
+        need = _query(size_fn, image, stream, key)
+        if need <= nbytes:
+            raise
+        ws = like.new_empty(need + 256, dtype=torch.uint8)
+        fn(image + _pack_tail((ws.data_ptr() + 255) & ~255, need, stream))
+    del ws
+
+
+def _query(size_fn, image, stream, key):
+    nbytes = size_fn(image + _pack_tail(0, 0, stream))
+    if len(_WS_BYTES) >= _WS_ENTRIES:
+        _WS_BYTES.clear()
+    _WS_BYTES[key] = nbytes
+    return nbytes
+
+
+def _bad(field, msg):
+    raise DattnError(_lib.INVALID_ARG, f"{field}: {msg}", "call")
+
+
+def _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
+           more=()):
+    """What the library cannot check itself (it sees strides and pointers only): every
+    tensor's shape against q's and its device. A short k or pk would be read out of
+    bounds, a longer pk would leave rows of dpk unwritten, a tensor on another device
+    would be dereferenced as if it were on q's. more: (name, tensor, shape) triples."""
+    shp, dev = q.shape, q.device
+    packed = cu_seqlens is not None
+    if len(shp) != (3 if packed else 4):
+        _bad("q", f"shape {list(shp)}: must be {'[T, H, D] (packed)' if packed else '[B, L, H, D]'}")
+    for name, t in (("k", k), ("v", v)):
+        if t.shape != shp:
+            _bad(name, f"shape {list(t.shape)} must equal q's {list(shp)}")
+        if t.device != dev:
+            _bad(name, f"on {t.device}, q on {dev}")
+    if pk is not None or pq is not None:
+        H, D = shp[-2], shp[-1]
+        S = position_buckets if position_buckets > 0 else max_relative_positions
+        for name, t in (("pk", pk), ("pq", pq)):
+            if t is None:
+                continue
+            if t.shape != (H, 2 * S, D):
+                _bad(name, f"shape {list(t.shape)} must be [H, 2S, D] = [{H}, {2 * S}, {D}] "
+                           "(S: position_buckets if > 0, else max_relative_positions)")
+            if t.device != dev:
+                _bad(name, f"on {t.device}, q on {dev}")
+    if packed:
+        if cu_seqlens.dim() != 1 or cu_seqlens.shape[0] < 2:
+            _bad("cu_seqlens", f"shape {list(cu_seqlens.shape)}: must be [B + 1], B >= 1")
+        if cu_seqlens.device != dev:
+            _bad("cu_seqlens", f"on {cu_seqlens.device}, q on {dev} (the kernels read it there)")
+    elif mask is not None:
+        if mask.shape != shp[:2]:
+            _bad("mask", f"shape {list(mask.shape)} must be [B, L] = {list(shp[:2])}")
+        if mask.device != dev:
+            _bad("mask", f"on {mask.device}, q on {dev}")
+    for name, t, want in more:
+        if t.shape != want:
+            _bad(name, f"shape {list(t.shape)} must be {list(want)}")
+        if t.device != dev:
+            _bad(name, f"on {t.device}, q on {dev}")
 
 
 def _lse_shape(q, cu_seqlens):
@@ -136,30 +254,29 @@ def _lse_shape(q, cu_seqlens):
     return (q.shape[0], q.shape[2], q.shape[1])
 
 
-def _prep_mask(mask):
-    if mask is None:
-        return None
-    if mask.dtype == torch.bool:
-        mask = mask.view(torch.uint8)
-    return mask
-
-
 # ---- forward ------------------------------------------------------------------------
 
 
 def _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
-              max_relative_positions, padded_rows, dropout_p):
-    """The forward's body, shared by the registered op and the eager no-grad fast path."""
-    q, k, v, pk, pq = (_last_contig(t) for t in (q, k, v, pk, pq))
-    mask = _prep_mask(mask)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(_lse_shape(q, cu_seqlens), dtype=torch.float32, device=q.device)
-    p = _fill(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
-              max_relative_positions, padded_rows, dropout_p)
-    p.out, p.lse = _tensor(out), _tensor(lse)
-    ws = _workspace(p, _lib.fwd_workspace_size(p), q.device)
-    _lib.fwd(p)
-    del ws  # the call is stream-ordered; the caching allocator keeps the block safe
+              max_relative_positions, padded_rows, dropout_p, need_lse=True):
+    """The forward's body, shared by the registered op, the eager autograd path and the
+    eager no-grad fast path. need_lse=False (no-grad path only): lse is not written
+    (lse.data = NULL) and None is returned in its place."""
+    _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions)
+    head, stream = _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets,
+                         max_relative_positions, padded_rows)
+    keep = []
+    ins = _inputs(q, k, v, pk, pq, mask, cu_seqlens, keep)
+    out = torch.empty_like(q, memory_format=_CONTIG)
+    if need_lse:
+        lse = q.new_empty(_lse_shape(q, cu_seqlens), dtype=torch.float32)
+        tl = _desc(lse)
+    else:
+        lse, tl = None, _ABSENT
+    image = _pack_head(*head, *ins, *_desc(out), *tl, *_dropout_key(rng, dropout_p),
+                       *_NO_GRADS)
+    _run(_lib.fwd, _lib.fwd_workspace_size, image, stream, q,
+         (0, head, mask is not None and cu_seqlens is None, need_lse, dropout_p > 0.0))
     return out, lse
 
 
@@ -193,38 +310,47 @@ def _grad_like(t: torch.Tensor) -> torch.Tensor:
     layer). Otherwise (not dense, or strided last dimension) contiguous, as before. The
     real and fake implementations share it, so their strides agree under torch.compile."""
     if t.dim() and t.shape[-1] > 1 and t.stride(-1) != 1:
-        return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+        return torch.empty_like(t, memory_format=_CONTIG)
     return torch.empty_like(t)  # preserve_format: t's strides if dense, else contiguous
 
 
-def _bwd_outputs(q, k, v, pk, pq):
-    dt, dev = q.dtype, q.device
-    dq = torch.empty(q.shape, dtype=dt, device=dev)
-    dk = torch.empty(k.shape, dtype=dt, device=dev)
-    dv = torch.empty(v.shape, dtype=dt, device=dev)
-    dpk = _grad_like(pk) if pk is not None else torch.empty(0, dtype=dt, device=dev)
-    dpq = _grad_like(pq) if pq is not None else torch.empty(0, dtype=dt, device=dev)
+def _bwd_outputs(q, k, v, pk, pq, absent_as_none=False):
+    """dq, dk, dv (contiguous), dpk, dpq. The op's schema returns five tensors: an absent
+    table's gradient is an empty tensor there; absent_as_none (eager autograd path, whose
+    backward returns None for it) skips that allocation."""
+    dq = torch.empty_like(q, memory_format=_CONTIG)
+    dk = torch.empty_like(k, memory_format=_CONTIG)
+    dv = torch.empty_like(v, memory_format=_CONTIG)
+    if pk is not None:
+        dpk = _grad_like(pk)
+    else:
+        dpk = None if absent_as_none else q.new_empty(0)
+    if pq is not None:
+        dpq = _grad_like(pq)
+    else:
+        dpq = None if absent_as_none else q.new_empty(0)
     return dq, dk, dv, dpk, dpq
 
 
 def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
-              position_buckets, max_relative_positions, padded_rows, dropout_p):
-    dout, q, k, v, pk, pq, out = (_last_contig(t) for t in (dout, q, k, v, pk, pq, out))
+              position_buckets, max_relative_positions, padded_rows, dropout_p,
+              absent_as_none=False):
+    """The backward's body (the registered op and the eager autograd path)."""
+    _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
+           (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, _lse_shape(q, cu_seqlens))))
     if dout.dtype != q.dtype:
-        dout = dout.to(q.dtype)
-    mask = _prep_mask(mask)
-    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq)
-    p = _fill(q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, position_buckets,
-              max_relative_positions, padded_rows, dropout_p)
-    p.out, p.lse, p.dout = _tensor(out), _tensor(lse), _tensor(dout)
-    p.dq, p.dk, p.dv = _tensor(dq), _tensor(dk), _tensor(dv)
-    if pk is not None:
-        p.dpk = _tensor(dpk)
-    if pq is not None:
-        p.dpq = _tensor(dpq)
-    ws = _workspace(p, _lib.bwd_workspace_size(p), q.device)
-    _lib.bwd(p)
-    del ws
+        dout = _last_contig(dout).to(q.dtype)
+    head, stream = _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets,
+                         max_relative_positions, padded_rows)
+    keep = []
+    ins = _inputs(q, k, v, pk, pq, mask, cu_seqlens, keep)
+    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq, absent_as_none)
+    image = _pack_head(*head, *ins, *_td(out, keep), *_desc(lse),
+                       *_dropout_key(rng, dropout_p), *_td(dout, keep), *_desc(dq),
+                       *_desc(dk), *_desc(dv), *(_desc(dpk) if pk is not None else _ABSENT),
+                       *(_desc(dpq) if pq is not None else _ABSENT))
+    _run(_lib.bwd, _lib.bwd_workspace_size, image, stream, q,
+         (1, head, mask is not None and cu_seqlens is None, True, dropout_p > 0.0))
     return dq, dk, dv, dpk, dpq
 
 
@@ -270,6 +396,39 @@ def _backward(ctx, dout, dlse):
 
 
 _fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """dattn::fwd with its registered autograd formula, for eager calls that need a
+    gradient (plain tensors, no compile, no mode: see _eager_path): the same bodies
+    (_fwd_impl / _bwd_impl) and the same formula as the op (_setup_context / _backward:
+    out and lse saved, lse not differentiable, no zero gradient materialised), without
+    the op's dispatch and its generated autograd wrapper, which cost ~100 us of host
+    time per forward + backward (torch.library fills the op's defaults from its schema
+    at every call). Under torch.compile, modes and tensor subclasses the op runs."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, pk, pq, mask, cu_seqlens, rng, cfg):
+        out, lse = _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, *cfg)
+        ctx.save_for_backward(q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse)
+        ctx.cfg = cfg
+        ctx.set_materialize_grads(False)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        if dout is None:  # out did not reach the loss: every input gradient is zero
+            return (None,) * 9
+        q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse = ctx.saved_tensors
+        if (type(dout) is torch.Tensor and not torch.is_grad_enabled()
+                and _plain(q, k, v, pk, pq, out, lse) and not _modes_active()):
+            dq, dk, dv, dpk, dpq = _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng,
+                                             out, lse, *ctx.cfg, absent_as_none=True)
+        else:  # create_graph, a mode or a subclass: the op, as dattn::fwd's backward does
+            dq, dk, dv, dpk, dpq = torch.ops.dattn.bwd(dout, q, k, v, pk, pq, mask,
+                                                       cu_seqlens, rng, out, lse, *ctx.cfg)
+        return (dq, dk, dv, dpk if pk is not None else None, dpq if pq is not None else None,
+                None, None, None, None)
 
 
 # ---- public wrapper -----------------------------------------------------------------
@@ -344,24 +503,56 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         rng = None
     args = (q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, int(position_buckets),
             int(max_relative_positions), _PADROWS[padded_rows], float(dropout_p))
-    if _eager_no_grad(q, k, v, pk, pq):
+    path = _eager_path(q, k, v, pk, pq, mask, cu_seqlens)
+    if path is _NO_GRAD:
         # inference in eager mode: the op's dispatch (autograd wrapper, dynamo guard)
         # costs ~25 us of host time per call, which decides the time of short packed
-        # batches on a GPU; the body is the same function the op runs.
-        return _fwd_impl(*args)[0]
+        # batches on a GPU; the body is the same function the op runs (lse not written).
+        return _fwd_impl(*args, need_lse=False)[0]
+    if path is _GRAD:
+        return _EagerAttention.apply(q, k, v, pk, pq, mask, cu_seqlens, rng, args[8:])
     out, _ = torch.ops.dattn.fwd(*args)
     return out
 
 
-def _eager_no_grad(*ts) -> bool:
-    if torch.compiler.is_compiling():
-        return False
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
-        return False
-    # a tensor subclass or mode (FakeTensor, functorch transforms, ...) takes the op
-    return (all(t is None or type(t) is torch.Tensor for t in ts)
-            and not torch._C._is_torch_function_mode_enabled()
-            and _get_current_dispatch_mode() is None)
+_NO_GRAD, _GRAD = "no-grad", "grad"
+_Tensor = torch.Tensor
+_is_compiling = torch.compiler.is_compiling
+_tf_mode_enabled = torch._C._is_torch_function_mode_enabled
+_functorch_active = torch._C._are_functorch_transforms_active
+_jit_tracing = torch._C._get_tracing_state
+
+
+def _plain(*ts) -> bool:
+    """Every tensor of ts (None skipped) a plain torch.Tensor, no subclass."""
+    for t in ts:
+        if t is not None and type(t) is not _Tensor:
+            return False
+    return True
+
+
+def _modes_active() -> bool:
+    """torch.compile tracing, a torch function or dispatch mode (FakeTensor, the op
+    audit's recorder, torch.device(...) as a context), a functorch transform, or the
+    TorchScript tracer (which records ops, not a ctypes call)."""
+    return (_is_compiling() or _tf_mode_enabled() or _get_current_dispatch_mode() is not None
+            or _functorch_active() or _jit_tracing() is not None)
+
+
+def _eager_path(q, k, v, pk, pq, mask, cu_seqlens):
+    """_NO_GRAD, _GRAD, or None when the call must go through the op (compile, a mode, a
+    tensor subclass)."""
+    T = _Tensor
+    if (type(q) is not T or type(k) is not T or type(v) is not T
+            or (pk is not None and type(pk) is not T) or (pq is not None and type(pq) is not T)
+            or (mask is not None and type(mask) is not T)
+            or (cu_seqlens is not None and type(cu_seqlens) is not T) or _modes_active()):
+        return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad
+                                    or (pk is not None and pk.requires_grad)
+                                    or (pq is not None and pq.requires_grad)):
+        return _GRAD
+    return _NO_GRAD
 
 
 # ---- capability probe ---------------------------------------------------------------
