@@ -44,8 +44,9 @@ step function returned, i.e. everything was enqueued), the sum of device-activit
 (kernels, memcpy, memset), busy = the union of their intervals (overlap counted once),
 busy_fraction = busy / wall and busy / the unprofiled median step (the better estimate:
 device work hardly changes under the profiler, host work does), the number of kernels and
-of launch calls, the dattn ops seen (dattn::fwd / dattn::bwd: proves the compiled graph
-kept them), and the top 10 kernels by total time. If busy / median is well under ~0.7 the
+of launch calls, the dattn calls seen (dattn::fwd / dattn::bwd ops, or the eager
+autograd.Function: once per layer proves no fallback, and under compile that the compiled
+graph kept them), and the top 10 kernels by total time. If busy / median is well under ~0.7 the
 step is host-bound (launch and Python cost): compile / CUDA graphs should then show a
 large gain. A profiler failure is recorded in the side's JSON and does not fail the bench.
 
@@ -217,6 +218,13 @@ def interval_union_ns(iv):
     return tot
 
 
+# Host-side profiler events of one dattn attention call, per direction: the custom ops
+# (torch.compile, modes, subclasses) or the eager autograd.Function (dattn.ops
+# _EagerAttention, whose backward may call the op: max, not sum).
+DATTN_OP_NAMES = {"fwd": ("dattn::fwd", "_EagerAttention"),
+                  "bwd": ("dattn::bwd", "_EagerAttentionBackward")}
+
+
 def summarize_events(events, device_kind, wall_ms, host_ms, median_ms=None, top=10):
     """events: (name, on_device, start_ns, dur_ns). device_kind "cuda": the device events
     are kernels and memcpy/memset; "cpu" (validation runs): the aten ops on the CPU stand
@@ -243,7 +251,8 @@ def summarize_events(events, device_kind, wall_ms, host_ms, median_ms=None, top=
         busy_fraction=busy_ns / 1e6 / wall_ms if wall_ms > 0 else None,
         n_kernels=len(kernels), n_memops=len(dev) - len(kernels),
         n_launch_calls=sum(1 for n in host_names if "LaunchKernel" in n or n == "cudaGraphLaunch"),
-        dattn_ops={k: sum(1 for n in host_names if n == f"dattn::{k}") for k in ("fwd", "bwd")},
+        dattn_ops={k: max(sum(1 for h in host_names if h == n) for n in names)
+                   for k, names in DATTN_OP_NAMES.items()},
         top=[dict(name=n[:100], count=c, total_us=round(t / 1e3, 1)) for n, (c, t) in ranked])
     if median_ms:
         r["busy_fraction_of_median"] = r["busy_ms"] / median_ms

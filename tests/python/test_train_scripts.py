@@ -74,7 +74,8 @@ def test_train_bench_busy_summary():
     ev = [("k1", True, 0, 4000), ("k2", True, 2000, 4000), ("k1", True, 10000, 1000),
           ("Memset (Device)", True, 20000, 1000), ("cudaLaunchKernel", False, 0, 100),
           ("cuLaunchKernelEx", False, 200, 100), ("dattn::fwd", False, 0, 50),
-          ("dattn::bwd", False, 0, 50), ("dattn::fwd", False, 0, 50)]
+          ("dattn::bwd", False, 0, 50), ("dattn::fwd", False, 0, 50),
+          ("_EagerAttentionBackward", False, 0, 50), ("_EagerAttention", False, 0, 50)]
     r = tb.summarize_events(ev, "cuda", wall_ms=0.05, host_ms=0.01, median_ms=0.02)
     assert r["busy_ms"] == 0.008 and r["span_ms"] == 0.021
     assert r["kernel_sum_ms"] == 0.009 and r["device_sum_ms"] == 0.010
