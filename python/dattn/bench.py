@@ -22,8 +22,9 @@ What is measured
     transformers        transformers' own eager DebertaV2 encoder
     sdpa                the "SDPA floor": the same encoder with each DisentangledSelfAttention
                         replaced by plain torch SDPA on the same Q/K/V (no position terms,
-                        key padding mask only when the batch has padding): what the
-                        attention would cost without DeBERTa's position terms
+                        key padding mask only when the batch has padding; attention
+                        dropout in training): what the attention would cost without
+                        DeBERTa's position terms (``sdpa_floor`` below)
     dattn               dattn.patch(model, mode="padded" | "packed")
     disentangled-flash  disentangled_flash.optimize_deberta(model, sequence_lengths=[L])
                         (its README's usage; Triton backend, heuristic/profile tuning as it
@@ -167,38 +168,64 @@ class Transformers:
         pass
 
 
+def sdpa_floor_forward(padded: bool):
+    """A DisentangledSelfAttention.forward that runs plain torch SDPA on the layer's own
+    Q/K/V projections: no position terms, the key padding mask only when ``padded``
+    (decided once per batch by the caller: no host sync inside), attention dropout (the
+    module's rate) in training, as transformers' layer applies it to the probabilities.
+    The "SDPA floor" of the encoder benchmarks (this module, bench/gpu_train_bench.py)."""
+    import torch.nn.functional as F
+
+    def sdpa_forward(att, hidden_states, attention_mask, output_attentions=False,
+                     query_states=None, relative_pos=None, rel_embeddings=None):
+        B, L, _ = hidden_states.shape
+        H = att.num_attention_heads
+        q = att.query_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        k = att.key_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        v = att.value_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
+        m = None
+        if padded and attention_mask is not None:
+            # transformers hands [B, 1, L, L] = mask_i * mask_j; its row 0 is the key
+            # mask (token 0 is real): [B, 1, 1, L]
+            m = (attention_mask[:, :, :1, :] if attention_mask.dim() == 4
+                 else attention_mask[:, None, None, :]).bool()
+        drop = getattr(att.dropout, "p", getattr(att.dropout, "drop_prob", 0.0)) if att.training else 0.0
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=drop)
+        return (o.transpose(1, 2).reshape(B, L, -1), None)
+
+    return sdpa_forward
+
+
+class sdpa_floor:
+    """Context manager: every DisentangledSelfAttention (class-wide) runs
+    ``sdpa_floor_forward(padded)`` inside the block; transformers' forward after it."""
+
+    def __init__(self, padded: bool = False):
+        self.padded = padded
+
+    def __enter__(self):
+        from transformers.models.deberta_v2 import modeling_deberta_v2 as mdv2
+
+        self.cls = mdv2.DisentangledSelfAttention
+        self.orig = self.cls.__dict__["forward"]
+        self.cls.forward = sdpa_floor_forward(self.padded)
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.forward = self.orig
+        return False
+
+
 class SdpaFloor(Transformers):
     name = "sdpa"
 
     def enter(self, model, case):
-        import torch.nn.functional as F
-        from transformers.models.deberta_v2 import modeling_deberta_v2 as mdv2
-
         self.m, self.c = model, case
-        self.cls = mdv2.DisentangledSelfAttention
-        self.orig = self.cls.__dict__["forward"]
-        padded = case.has_padding
-
-        def sdpa_forward(att, hidden_states, attention_mask, output_attentions=False,
-                         query_states=None, relative_pos=None, rel_embeddings=None):
-            B, L, _ = hidden_states.shape
-            H = att.num_attention_heads
-            q = att.query_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
-            k = att.key_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
-            v = att.value_proj(hidden_states).view(B, L, H, -1).transpose(1, 2)
-            m = None
-            if padded and attention_mask is not None:
-                # transformers hands [B, 1, L, L] = mask_i * mask_j; its row 0 is the key
-                # mask (token 0 is real): [B, 1, 1, L]
-                m = (attention_mask[:, :, :1, :] if attention_mask.dim() == 4
-                     else attention_mask[:, None, None, :]).bool()
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
-            return (o.transpose(1, 2).reshape(B, L, -1), None)
-
-        self.cls.forward = sdpa_forward
+        self.ctx = sdpa_floor(padded=case.has_padding)
+        self.ctx.__enter__()
 
     def leave(self):
-        self.cls.forward = self.orig
+        self.ctx.__exit__(None, None, None)
 
 
 class Dattn(Transformers):

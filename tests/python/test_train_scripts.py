@@ -56,3 +56,58 @@ def test_ddp_check_gloo_two_processes(tmp_path):
     assert r["ok"] and r["world_size"] == 2
     assert r["grad_check"]["max_rel"] <= 1e-5 and r["grad_check"]["n_params"] > 10
     assert r["env"]["NCCL_NVLS_ENABLE"] == "0"
+
+
+def _train_bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_train_bench
+
+    return gpu_train_bench
+
+
+def test_train_bench_busy_summary():
+    """The GPU-busy summary: union of device intervals (overlaps once), kernel vs memop
+    split, launch and dattn-op counts from host events, top kernels by total time."""
+    tb = _train_bench()
+    assert tb.interval_union_ns([]) == 0
+    assert tb.interval_union_ns([(0, 10), (5, 12), (20, 25), (21, 22), (12, 13)]) == 18
+    ev = [("k1", True, 0, 4000), ("k2", True, 2000, 4000), ("k1", True, 10000, 1000),
+          ("Memset (Device)", True, 20000, 1000), ("cudaLaunchKernel", False, 0, 100),
+          ("cuLaunchKernelEx", False, 200, 100), ("dattn::fwd", False, 0, 50),
+          ("dattn::bwd", False, 0, 50), ("dattn::fwd", False, 0, 50),
+          ("_EagerAttentionBackward", False, 0, 50), ("_EagerAttention", False, 0, 50)]
+    r = tb.summarize_events(ev, "cuda", wall_ms=0.05, host_ms=0.01, median_ms=0.02)
+    assert r["busy_ms"] == 0.008 and r["span_ms"] == 0.021
+    assert r["kernel_sum_ms"] == 0.009 and r["device_sum_ms"] == 0.010
+    assert r["n_kernels"] == 3 and r["n_memops"] == 1 and r["n_launch_calls"] == 2
+    assert r["dattn_ops"] == {"fwd": 2, "bwd": 1}
+    assert abs(r["busy_fraction"] - 0.16) < 1e-12 and abs(r["busy_fraction_of_median"] - 0.4) < 1e-12
+    assert [(t["name"], t["count"], t["total_us"]) for t in r["top"]] == [("k1", 2, 5.0), ("k2", 1, 4.0)]
+
+
+def test_train_bench_cpu_smoke(tmp_path):
+    """Every side of bench/gpu_train_bench.py on the CPU (2 tiny layers, tiny batch; the compile
+    sides through aot_eager, not inductor's C++ compile): timings, profiles, ratios and the
+    dattn ops seen inside the compiled step are in the JSON."""
+    tb = _train_bench()
+    out = tmp_path / "tb.json"
+    rc = tb.main(["--device", "cpu", "--tiny", "--cases", "2x32", "--layers", "2", "--case-budget", "0",
+                  "--reps", "1", "--compile-backend", "aot_eager", "--json", str(out)])
+    assert rc == 0
+    r = json.loads(out.read_text())
+    assert r["sides"] == ["transformers", "dattn", "sdpa-floor", "dattn+compile", "transformers+compile"]
+    assert r["compile"]["cases"] == ["2x32"] and r["compile"]["backend"] == "aot_eager"
+    (row,) = r["cases"]
+    for side in r["sides"]:
+        assert row[side]["median_ms"] > 0, (side, row[side])
+        p = row[side]["profile"]
+        assert "error" not in p, p
+        assert p["n_kernels"] > 0 and 0 < p["busy_ms"] <= p["wall_ms"] * 1.01 and p["top"]
+        want = 2 if side.startswith("dattn") else 0
+        assert p["dattn_ops"] == {"fwd": want, "bwd": want}, (side, p["dattn_ops"])
+    assert row["dattn"]["path"] == "padded"
+    assert row["dattn"]["dattn_ran"] is True and row["dattn+compile"]["dattn_ran"] is True
+    assert row["dattn+compile"]["dynamo"]["graph_breaks"] == 0
+    for k in ("time_ratio", "dattn_over_floor", "compile_ratio", "dattn_compile_vs_transformers_eager"):
+        assert row[k] > 0, k
+    assert r["all_ran"] and row["target_time_ratio"] is None
