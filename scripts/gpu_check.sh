@@ -4,6 +4,8 @@
 # is printed last. Each step has its own time limit so that one run stays under ~9 min.
 #
 #   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san] [--train]
+#   --no-bench: no timing steps (bench, bwd-bench, train-bench): tests, sanitizers, parity,
+#            pytest, finetune-e2e and the demo only
 #   --train: only the training steps (build, pytest of tests/python/test_train.py on
 #            CUDA, train-bench, finetune-e2e), about 5 min
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
@@ -217,7 +219,7 @@ if [ -d tests/python ]; then
 fi
 
 # 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
-if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
+if [ -d python/dattn ] && [ $TRAIN -eq 0 ] && [ $BENCH -eq 1 ]; then
   step "bwd-bench" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
