@@ -125,7 +125,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1", "sm90w1"), ("w1c", "sm90w1c"))
+                  ("w1", "sm90w1"), ("w1c", "sm90w1c"), ("w1d", "sm90w1d"))
 
 
 def bench(fn, rep=200):
@@ -531,9 +531,20 @@ def main():
             r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_sm80_ms") or 0,
             r.get("dattn_nopos_w1ov_ms") or 0, r.get("dattn_satmost_w1ov_ms") or 0,
             r.get("dattn_allband_w1ov_ms") or 0))
+    # the opt-in one-warpgroup variants against the default (sm90w1b on an H200): w1c (pipelined
+    # band products), w1d (saturated / plain tile order); both bitwise the same results as w1b
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "shape", "dattn", "w1c", "w1d", "nopos", "nopos_w1c", "nopos_w1d", "sat", "sat_w1c", "sat_w1d",
+        "band", "band_w1c", "band_w1d"))
+    for r in res["op"]:
+        print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
+            "dattn_ms", "dattn_w1c_ms", "dattn_w1d_ms", "dattn_nopos_ms", "dattn_nopos_w1c_ms",
+            "dattn_nopos_w1d_ms", "dattn_satmost_ms", "dattn_satmost_w1c_ms", "dattn_satmost_w1d_ms",
+            "dattn_allband_ms", "dattn_allband_w1c_ms", "dattn_allband_w1d_ms")))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
-          "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax)" % res["dattn_default_path"])
+          "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
+          "w1c / w1d columns DATTN_CUDA_FWD=sm90w1c / sm90w1d" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

@@ -137,11 +137,14 @@ fi
 #     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
 #     (one warpgroup, next K side loaded during the softmax), sm90w1 (one warpgroup without
 #     the lean loop: the previous default), sm90w1c (sm90w1b with the pipelined band
-#     products, opt-in). GPU_CHECK_PATHS overrides the list.
+#     products, opt-in), sm90w1d (sm90w1b with the saturated / plain tile order, opt-in;
+#     every case again on sm90w1b and bitwise equal: --same-as sm90w1b). GPU_CHECK_PATHS
+#     overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1c}; do
-    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --path $pth --quick" 120 build/tests/test_cuda_fwd --path $pth --quick
-    else step "test_cuda_fwd --path $pth" 240 build/tests/test_cuda_fwd --path $pth; fi
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1c sm90w1d}; do
+    arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
+    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
+    else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
   done
 fi
@@ -168,10 +171,11 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     done
   fi
   # the opt-in wgmma variants: extra barrier / early K-side load (sm90w1ov), the previous
-  # default without the lean loop (sm90w1), the pipelined band products (sm90w1c); the
-  # default runs above cover sm90w1b
+  # default without the lean loop (sm90w1), the pipelined band products (sm90w1c), the
+  # saturated / plain tile order (sm90w1d: S before the V load, P V before the next K side);
+  # the default runs above cover sm90w1b
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1c; do
+    for pth in sm90w1ov sm90w1 sm90w1c sm90w1d; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

@@ -22,15 +22,18 @@
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
  * --quick: a small subset (compute-sanitizer).
- * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c: the fp16/bf16 D=64/128 cases (those the Hopper
+ * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d: the fp16/bf16 D=64/128 cases (those the Hopper
  *   wgmma kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead
  *   of falling back; n64 / n128: its 64- / 128-key tiles where the head dim has both; w1:
  *   its one-warpgroup instance at D = 64, two CTAs per SM; w1ov: the same with the next
  *   K side loaded during the softmax; w1b: with the lean loop; w1c: w1b with the pipelined
- *   band products), or
+ *   band products; w1d: w1b with the saturated / plain tile order), or
  *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
  *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
  *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
+ * --same-as NAME (with --path sm90*): every case forced onto --path runs a second time with
+ *   DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be bitwise equal, e.g.
+ *   --path sm90w1d --same-as sm90w1b.
  */
 #include "dattn.h"
 #include "ref64.h"
@@ -57,6 +60,7 @@ extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i
 
 static int n_pass, n_fail, quick, max_l = 1 << 30;
 static const char *path; /* --path */
+static const char *same_as; /* --same-as NAME: each --path case again on that path, bitwise equal */
 static uint64_t rng_state;
 
 static uint64_t rnd64(void)
@@ -433,6 +437,35 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     hb_down(&out);
     hb_down(&lse);
 
+    /* --same-as: a case forced onto --path runs again with DATTN_CUDA_FWD=same_as (output,
+     * lse and workspace poisoned again): out and lse, gaps included, must be bitwise equal */
+    int same_bad = 0;
+    if (same_as && st == DATTN_OK && path && case_force(tc) && !strcmp(case_force(tc), path)) {
+        CK(cudaMemset(out.d, 0xFF, out.bytes));
+        CK(cudaMemset(lse.d, 0xFF, lse.bytes));
+        if (ws) CK(cudaMemset(ws, 0xFF, wsz));
+        set_force(same_as);
+        const dattn_status st2 = dattn_fwd(&p);
+        set_force(NULL);
+        ce = cudaDeviceSynchronize();
+        if (ce != cudaSuccess) {
+            printf("FAIL %s: CUDA error %s (--same-as %s)\n", name, cudaGetErrorString(ce), same_as);
+            exit(1);
+        }
+        void *o2 = malloc(out.bytes), *l2 = malloc(lse.bytes);
+        CK(cudaMemcpy(o2, out.d, out.bytes, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(l2, lse.d, lse.bytes, cudaMemcpyDeviceToHost));
+        if (st2 != DATTN_OK) {
+            printf("  %s: --same-as %s: status %s: %s\n", name, same_as, dattn_status_string(st2), dattn_last_error());
+            same_bad = 1;
+        } else if (memcmp(o2, out.h, out.bytes) || memcmp(l2, lse.h, lse.bytes)) {
+            printf("  %s: out / lse differ from --same-as %s\n", name, same_as);
+            same_bad = 1;
+        }
+        free(o2);
+        free(l2);
+    }
+
     /* reference params on the host */
     hp = p;
     for (int t = 0; t < 3; t++) {
@@ -544,6 +577,7 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
                name, (long long)unwritten, (long long)gap_bad);
         bad++;
     }
+    bad += same_bad;
     if (!fail && bad) fail = 1;
     if (fail) {
         printf("FAIL %s (seed %llu): %lld bad, max err %.3g (tol %.3g), lse err %.3g\n", name,
@@ -992,6 +1026,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--max-l") && i + 1 < argc) max_l = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--path") && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--same-as") && i + 1 < argc) same_as = argv[++i];
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -1009,8 +1044,13 @@ int main(int argc, char **argv)
         seed %= 1000000007ull;
     }
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
-        strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b or sm90w1c\n");
+        strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c") &&
+        strcmp(path, "sm90w1d")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c or sm90w1d\n");
+        return 2;
+    }
+    if (same_as && (!path || strncmp(path, "sm90", 4) || strncmp(same_as, "sm90", 4))) {
+        fprintf(stderr, "--same-as NAME needs --path sm90* and an sm90* NAME (the cases both run)\n");
         return 2;
     }
     /* an outside DATTN_CUDA_FWD keeps applying to every unforced case */
@@ -1019,8 +1059,9 @@ int main(int argc, char **argv)
         snprintf(env_path, sizeof env_path, "%s", getenv("DATTN_CUDA_FWD"));
         path = env_path;
     }
-    printf("test_cuda_fwd: seed %llu (--seed to repeat), reference: %s, path: %s\n", (unsigned long long)seed,
-           ref64_fwd_row ? "ref64" : "local float64", path ? path : "library's choice");
+    printf("test_cuda_fwd: seed %llu (--seed to repeat), reference: %s, path: %s%s%s\n", (unsigned long long)seed,
+           ref64_fwd_row ? "ref64" : "local float64", path ? path : "library's choice",
+           same_as ? ", bitwise the same as " : "", same_as ? same_as : "");
     uint64_t cs = seed;
 #define NEXT (cs = cs * 6364136223846793005ull + 1442695040888963407ull)
 

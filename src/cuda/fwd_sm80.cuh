@@ -161,6 +161,10 @@ typedef struct fwd_cta {
      * tid % CPR) and its byte offset in the K / V tile (the same in both) */
     const uint16_t *kthr, *vthr;
     uint32_t kvoff;
+    /* SP (lean saturated path) only: the key (in its tile) whose saturated p2c constant this
+     * thread copies, and the byte offset of its first copy in the constants' area */
+    int psj;
+    uint32_t psoff;
 } fwd_cta;
 
 template <int D, int NW, int MS, int BN, int V90>
@@ -201,6 +205,28 @@ DATTN_DEV void fwd_load_tile_ln(uint32_t sdst, const uint16_t *thr, int64_t sl, 
     }
 }
 
+/* The same, given this thread's source of tile n0 itself (src = thr + n0 * sl: SP keeps it as a
+ * running pointer for the K tile, no 64-bit multiply per tile). */
+template <int D, int NW, int MS, int BN, int V90>
+DATTN_DEV void fwd_load_tile_at(uint32_t sdst, const uint16_t *src, int64_t sl, int n0, int len)
+{
+    typedef fwd_geom<D, NW, MS, BN, V90> G;
+    constexpr int RPI = G::NTHR / G::CPR;
+    constexpr int PITCH = (V90 && D > 64) ? 128 : 2 * D;
+    if (n0 + BN <= len) {
+#pragma unroll
+        for (int it = 0; it < BN / RPI; it++) cp_async16(sdst + it * RPI * PITCH, src + (int64_t)(it * RPI) * sl, 16);
+    } else {
+        const int row0 = (int)threadIdx.x / G::CPR;
+        const uint16_t *z = src - (int64_t)(n0 + row0) * sl; /* row 0: a valid address, nothing read */
+#pragma unroll
+        for (int it = 0; it < BN / RPI; it++) {
+            const int ok = n0 + row0 + it * RPI < len;
+            cp_async16(sdst + it * RPI * PITCH, ok ? src + (int64_t)(it * RPI) * sl : z, ok ? 16 : 0);
+        }
+    }
+}
+
 template <int D, int NW, int MS, int BN, int V90, int LN = 0>
 DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 {
@@ -221,15 +247,17 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 
 /* The K side of key tile n: K, the window table and new ring rows (band) or the
  * saturated p2c constants, and (registers) its mask bytes. */
-template <int D, int NW, int MS, int BN, int V90, int LN = 0>
+template <int D, int NW, int MS, int BN, int V90, int LN = 0, int SP = 0>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
-                          int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3)
+                          int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3, int *cls_out = 0)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     const int tid = threadIdx.x, lane = tid & 31;
     const int n0 = n * BN;
     const uint32_t sK = smem_u32(t.smem + G::OFF_K);
-    if constexpr (LN) fwd_load_tile_ln<D, NW, MS, BN, V90>(sK + t.kvoff, t.kthr, a.k_sl, n0, t.len);
+    /* SP: the caller loads the K tile itself (fwd_load_tile_ln / fwd_load_tile_at), ahead of
+     * the P V wgmma; this loads the rest while it runs */
+    if constexpr (LN && !SP) fwd_load_tile_ln<D, NW, MS, BN, V90>(sK + t.kvoff, t.kthr, a.k_sl, n0, t.len);
 #pragma unroll
     for (int it = 0; it < (LN ? 0 : (BN * G::CPR + G::NTHR - 1) / G::NTHR); it++) {
         const int idx = tid + it * G::NTHR;
@@ -250,6 +278,7 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         }
     }
     const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
+    if (cls_out) *cls_out = cls;
     if (cls == DATTN_CLS_BAND) {
         int *sT = (int *)(t.smem + G::OFF_T);
         const int rlo = t.m0 - n0 - BN + 1;
@@ -275,7 +304,14 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         if (cls != DATTN_CLS_PLAIN && a.p2c) {
             const float *src = t.kpsb + (cls == DATTN_CLS_SATN ? a.kps_ld : 0) + n0;
             const uint32_t sps = smem_u32(t.smem + G::OFF_PS);
-            if constexpr (LN) {
+            if constexpr (SP) {
+                /* the first strip copy of the LN layout below (fwd_sm80_body's SP init reads it
+                 * for every strip): with NTHR == 2 BN, thread tid writes slot tid, key t.psj; no
+                 * bounds check on a full tile */
+                static_assert(LN && G::NTHR == 2 * BN, "SP: saturated p2c constant copy");
+                const int ok = n0 + BN <= t.len || n0 + t.psj < t.len;
+                cp_async4(sps + t.psoff, src + (ok ? t.psj : 0), ok ? 4 : 0);
+            } else if constexpr (LN) {
                 /* slot q of strip copy q / (2 BN): key 2 (q' >> 2) + (q' & 1), q' = q % (2 BN), so
                  * that the 16 bytes at 16 (4 nb + c) hold keys 8 nb + 2c, + 1, 8 nb + 2c, + 1 */
 #pragma unroll
@@ -288,10 +324,11 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
                     }
                 }
             }
-            for (int j = tid; j < (LN ? 0 : BN); j += G::NTHR) {
-                const int ok = n0 + j < t.len;
-                cp_async4(sps + j * 4, src + (ok ? j : 0), ok ? 4 : 0);
-            }
+            if constexpr (!SP)
+                for (int j = tid; j < (LN ? 0 : BN); j += G::NTHR) {
+                    const int ok = n0 + j < t.len;
+                    cp_async4(sps + j * 4, src + (ok ? j : 0), ok ? 4 : 0);
+                }
         }
     }
 }
@@ -457,12 +494,21 @@ DATTN_DEV void fwd_band_c2p_bp(float (&s)[MS][BN / 8][4], const uint32_t (&qf)[M
  * barrier (the mma.sync kernel's order).
  * BP (wgmma variant with LN, one warpgroup): the band tile's G / H products as the
  * software-pipelined streams above (fwd_band_c2p_bp / fwd_band_p2c_bp): the same HMMAs in
- * the same order per block, the same stores, so the same results bit for bit. */
-template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0>
+ * the same order per block, the same stores, so the same results bit for bit.
+ * SP (with LN, OV = 0): the tile loop ordered for saturated / plain tiles (NOTES.md "Saturated
+ * tiles: where the +25% goes"): their score wgmma issued before the V load; after the V barrier
+ * the next K tile, then P V, then the rest of the next K side (mask bytes, class, band window
+ * table / ring rows, saturated p2c constants) while P V runs; the tile class carried from the
+ * loader; one copy of the saturated p2c constants per tile; the saturated c2p row constants
+ * read at the tile start, and per CTA computed only when one of its tiles is saturated. The
+ * same operations in the same order, so the same results bit for bit. */
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0, int SP = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     static_assert(!LN || V90, "the lean loop (LN) is a variant of the wgmma kernel");
+    static_assert(!SP || (LN && !OV), "the lean saturated path (SP) is a variant of the lean loop (LN), "
+                                      "K side loaded after the V barrier");
     static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
                   "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
                   "warp per 16-key sub-block");
@@ -500,6 +546,8 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     t.kthr = t.kb + (int64_t)(tid / G::CPR) * a.k_sl + (tid % G::CPR) * 8;
     t.vthr = t.vb + (int64_t)(tid / G::CPR) * a.v_sl + (tid % G::CPR) * 8;
     t.kvoff = kv_swz<D, BN, V90>(tid / G::CPR, tid % G::CPR);
+    t.psj = 2 * ((tid % (2 * BN)) >> 2) + (tid & 1);
+    t.psoff = 4u * (uint32_t)tid;
     const uint16_t *qb =
         (const uint16_t *)a.q + (int64_t)b * a.q_sb + (int64_t)tok0 * a.q_sl + (int64_t)h * a.q_sh;
 
@@ -532,8 +580,12 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         }
     }
     int ring_lo = 0, ring_ok = 0, mk0n = 0, mk1n = 0, mk2n = 0, mk3n = 0;
-    if (n_begin < n_end)
-        fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+    int clsn = 0; /* SP: the class of the next key tile, from its loader */
+    if (n_begin < n_end) {
+        if constexpr (SP) fwd_load_tile_ln<D, NW, MS, BN, V90>(smem_u32(smem + G::OFF_K) + t.kvoff, t.kthr, a.k_sl, n_begin * BN, len);
+        fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n,
+                                               SP ? &clsn : (int *)0);
+    }
     cp_async_commit();
     cp_async_wait_all();
     __syncthreads();
@@ -550,7 +602,48 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     /* c2p of saturated tiles: q_i . pk[sat_pos / sat_neg] for the warp's rows, kept in
      * shared memory (registers are the scarce resource) */
     float *scs = (float *)(smem + G::OFF_CS);
-    if (a.c2p) {
+    /* SP: only when a tile of this CTA is saturated (tile_class: rlo = m0 - n0 - BN + 1 is
+     * largest at n_begin, rhi = m0 - n0 + BM - 1 smallest at n_end - 1); the two pk rows are
+     * read with 16-byte loads issued together, the sums are the same fmaf chains in the same
+     * order */
+    if constexpr (SP) {
+        const int sat_any = n_begin < n_end && (m0 - n_begin * BN - BN + 1 >= a.R || m0 - (n_end - 1) * BN + G::BM - 1 <= -a.R);
+        if (a.c2p && sat_any) {
+            const int rr = lane & 15, half = lane >> 4;
+            constexpr int NC = D / 16; /* 16-byte chunks of half a row */
+            const uint4 *pp = (const uint4 *)(t.pkh + (int64_t)a.sat_pos * a.pk_ss + half * (D / 2));
+            const uint4 *pn = (const uint4 *)(t.pkh + (int64_t)a.sat_neg * a.pk_ss + half * (D / 2));
+            uint4 xp[NC], xn[NC];
+#pragma unroll
+            for (int i = 0; i < NC; i++) {
+                xp[i] = pp[i];
+                xn[i] = pn[i];
+            }
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) {
+                float sp = 0.f, sn = 0.f;
+#pragma unroll
+                for (int i = 0; i < NC; i++) {
+                    const uint4 qv = *(const uint4 *)(smem + G::OFF_A + swz<D>(wr0 + 16 * ms + rr, half * NC + i));
+                    const uint32_t qw[4] = {qv.x, qv.y, qv.z, qv.w}, pw[4] = {xp[i].x, xp[i].y, xp[i].z, xp[i].w},
+                                   nw[4] = {xn[i].x, xn[i].y, xn[i].z, xn[i].w};
+#pragma unroll
+                    for (int e = 0; e < 8; e++) {
+                        const float qx = h2f<BF>((uint16_t)(qw[e >> 1] >> (16 * (e & 1))));
+                        sp = fmaf(qx, h2f<BF>((uint16_t)(pw[e >> 1] >> (16 * (e & 1)))), sp);
+                        sn = fmaf(qx, h2f<BF>((uint16_t)(nw[e >> 1] >> (16 * (e & 1)))), sn);
+                    }
+                }
+                sp += __shfl_xor_sync(0xffffffffu, sp, 16);
+                sn += __shfl_xor_sync(0xffffffffu, sn, 16);
+                if (!half) {
+                    scs[wr0 + 16 * ms + rr] = sp * a.sl2;
+                    scs[G::BM + wr0 + 16 * ms + rr] = sn * a.sl2;
+                }
+            }
+            __syncwarp();
+        }
+    } else if (a.c2p) {
         const int rr = lane & 15, half = lane >> 4;
         const uint16_t *pp = t.pkh + (int64_t)a.sat_pos * a.pk_ss, *pn = t.pkh + (int64_t)a.sat_neg * a.pk_ss;
 #pragma unroll
@@ -597,18 +690,41 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     float *scw = G::SC_ALIAS ? spb + wr0 * G::PP : (float *)(smem + G::OFF_SC) + w * 16 * G::PC;
 #endif
 
+    /* SP: this thread's K source of key tile n + 1 */
+    const uint16_t *knext = SP ? t.kthr + (int64_t)(n_begin + 1) * BN * a.k_sl : (const uint16_t *)0;
     for (int n = n_begin; n < n_end; n++) {
         const int mk0 = mk0n, mk1 = mk1n, mk2 = mk2n, mk3 = mk3n;
         /* K side of tile n landed; every warp is done with tile n-1 (V buffer free) */
         cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* K: cp.async -> wgmma */
         __syncthreads();
-        fwd_load_v<D, NW, MS, BN, V90, LN>(a, t, n);
-        cp_async_commit();
+        if constexpr (!SP) {
+            fwd_load_v<D, NW, MS, BN, V90, LN>(a, t, n);
+            cp_async_commit();
+        }
         const int n0 = n * BN;
-        const int cls = tile_class<D, NW, MS, BN, V90>(a, t, n0);
+        const int cls = SP ? clsn : tile_class<D, NW, MS, BN, V90>(a, t, n0);
 
         float s[MS][G::NB][4];
+        /* SP: a saturated or plain tile issues its score product first (accumulators from the
+         * p2c constants or none) and loads V while it runs; a band tile loads V first, as
+         * before (its accumulator init, the c2p window product, is long). The saturated c2p
+         * row constants of the tile are read here, far ahead of the softmax. */
+        const int early = SP && cls != DATTN_CLS_BAND;
+        float rsat[MS][2];
+        if constexpr (SP) {
+            const int satc = a.c2p && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN);
+            const float *cs = scs + (cls == DATTN_CLS_SATN ? G::BM : 0) + wr0 + g;
+#pragma unroll
+            for (int ms = 0; ms < MS; ms++) {
+                rsat[ms][0] = satc ? cs[16 * ms] : 0.f;
+                rsat[ms][1] = satc ? cs[16 * ms + 8] : 0.f;
+            }
+            if (!early) {
+                fwd_load_v<D, NW, MS, BN, V90, LN>(a, t, n);
+                cp_async_commit();
+            }
+        }
 #if DATTN_FWD_C2P_SHFL
         if (cls == DATTN_CLS_BAND && a.c2p) {
             /* G_ms = Q_strip . pk[window]^T per strip, window position u = 8 b + col from
@@ -715,7 +831,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             for (int ms = 0; ms < MS; ms++)
 #pragma unroll
                 for (int nb = 0; nb < G::NB; nb++) {
-                    const float4 x = *(const float4 *)(sps + ms * 2 * BN + 16 * nb + 4 * c);
+                    /* SP: every strip from the first strip copy (the only one its loader writes) */
+                    const float4 x = SP ? lds128_sep(smem_u32(sps + 16 * nb + 4 * c))
+                                        : *(const float4 *)(sps + ms * 2 * BN + 16 * nb + 4 * c);
                     s[ms][nb][0] = x.x;
                     s[ms][nb][1] = x.y;
                     s[ms][nb][2] = x.z;
@@ -764,6 +882,12 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 reg_fence(s[ms]);
             }
 #endif
+        }
+        if constexpr (SP) {
+            if (early) {
+                fwd_load_v<D, NW, MS, BN, V90, LN>(a, t, n);
+                cp_async_commit();
+            }
         }
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
@@ -851,7 +975,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             /* every warp is done with K, the window table, the ring and the saturated p2c
              * constants of tile n (wgmma reads of K waited above): load tile n + 1's */
             __syncthreads();
-            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit(); /* possibly empty: the V wait below counts one group after V's */
         }
 
@@ -906,7 +1030,10 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 }
             }
             float radd[2] = {0.f, 0.f};
-            if (a.c2p && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN)) {
+            if (SP) {
+                radd[0] = rsat[ms][0];
+                radd[1] = rsat[ms][1];
+            } else if (a.c2p && (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN)) {
                 const float *cs = scs + (cls == DATTN_CLS_SATN ? G::BM : 0) + wr0 + 16 * ms + g;
                 radd[0] = cs[0];
                 radd[1] = cs[8];
@@ -986,8 +1113,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         else cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
-        if (!(V90 && OV) && n + 1 < n_end) {
-            fwd_load_k<D, NW, MS, BN, V90, LN>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+        /* SP: after the P V wgmma is issued (below), so that it runs during the load */
+        if (!(V90 && OV) && !SP && n + 1 < n_end) {
+            fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }
 
@@ -997,6 +1125,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
              * buffer is reloaded after the next barrier and o is rescaled by the next
              * softmax. */
 #if DATTN_FWD_HAVE_SM90
+            /* SP: the K tile of tile n + 1 first (as early as the other variants load it), the
+             * rest of its K side after P V is issued */
+            if (SP && n + 1 < n_end) fwd_load_tile_at<D, NW, MS, BN, V90>(sK + t.kvoff, knext, a.k_sl, n0 + BN, len);
             uint32_t pa[MS][BN / 16][4];
 #pragma unroll
             for (int ms = 0; ms < MS; ms++)
@@ -1014,10 +1145,18 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 for (int kk = 0; kk < BN / 16; kk++)
                     wgmma_rs<D, BF, 1>(o[ms], pa[ms][kk], LN ? desc_add(dV0, (uint32_t)(kk * 2048)) : desc_mnmajor(sV, BN, kk), 1);
             wgmma_commit();
+            /* SP: the rest of tile n + 1's K side (mask bytes, class, window table / ring rows or
+             * saturated constants) while P V runs: every warp is done with tile n's (barrier
+             * above), and P V reads only V and the P registers; one commit group with the K tile */
+            if (SP && n + 1 < n_end) {
+                fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n, &clsn);
+                cp_async_commit();
+            }
             wgmma_wait<0>();
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) reg_fence(o[ms]);
 #endif
+            if (SP) knext += (int64_t)BN * a.k_sl;
         }
         /* O += P V: each V fragment feeds MS strips */
 #pragma unroll

@@ -11,7 +11,8 @@
  *     strip 1's S is in flight); OV bit 0 loads the next K side during the softmax, bit 1
  *     takes the lean loop (fwd_sm80_body's LN: hoisted K / V source pointers, no zero fill
  *     of the score accumulators, p2c constants loaded straight into them, precomputed
- *     wgmma descriptors);
+ *     wgmma descriptors), bit 2 the pipelined band products (BP), bit 3 the saturated /
+ *     plain tile order (SP: S before the V load, P V before the rest of the next K side);
  *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
  *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
  *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
@@ -44,7 +45,7 @@
     extern "C" __global__ void __launch_bounds__(32 * NW, NW == 4 ? 2 : 1)                     \
         dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(const __grid_constant__ dattn_fwd_args a)  \
     {                                                                                          \
-        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), ((OV >> 1) & 1), (OV >> 2)>(a);                                 \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), ((OV >> 1) & 1), ((OV >> 2) & 1), ((OV >> 3) & 1)>(a); \
     }                                                                                          \
     extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(                         \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \

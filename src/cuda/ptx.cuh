@@ -60,6 +60,19 @@ DATTN_DEV void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr)
                  : "r"(addr));
 }
 
+/* 16-byte shared-memory load that neither the compiler nor ptxas merges with another load of
+ * the same address (volatile asm of a volatile ld, ordered like ldsm_x4 by the same barriers):
+ * fwd_sm80.cuh's SP saturated init reads the same p2c constants into each strip's own
+ * accumulators, with no register moves. */
+DATTN_DEV float4 lds128_sep(uint32_t saddr)
+{
+    float4 v;
+    asm volatile("ld.volatile.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(saddr));
+    return v;
+}
+
 /* 16-byte global -> shared copy; src_bytes = 0 fills zeros and reads nothing. */
 DATTN_DEV void cp_async16(uint32_t saddr, const void *gptr, int src_bytes)
 {

@@ -98,6 +98,14 @@ static inline void emu_ldsm(uint32_t (&r)[4], uint32_t addr, int trans)
 DATTN_DEV void ldsm_x4(uint32_t (&r)[4], uint32_t addr) { emu_ldsm(r, addr, 0); }
 DATTN_DEV void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) { emu_ldsm(r, addr, 1); }
 
+/* 16-byte shared-memory load (src/cuda/ptx.cuh: never merged with another of the same address) */
+DATTN_DEV float4 lds128_sep(uint32_t saddr)
+{
+    float4 v;
+    memcpy(&v, emu_smem_base() + saddr, sizeof v);
+    return v;
+}
+
 DATTN_DEV void cp_async16(uint32_t saddr, const void *gptr, int src_bytes)
 {
     char *dst = emu_smem_base() + saddr;
