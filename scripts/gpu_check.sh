@@ -76,7 +76,7 @@ if [ $TRAIN -eq 1 ]; then
 else
   step build 300 make -j"$JOBS" CUDA=1 CUDA_ARCHS="$ARCHS" NVCCFLAGS="-Xptxas -v" lib tests-build
 fi
-grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_sm90\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows" >"$OUT/resources.txt" 2>/dev/null
+grep -E "Compiling entry|registers|spill" "$LOG" | grep -B1 -A1 "dattn_fwd_sm80\|dattn_fwd_sm90\|dattn_fwd_simple\|dattn_bwd_\|dattn_fwd_padrows\|dattn_fwd_f32\|dattn_fwd_tf32" >"$OUT/resources.txt" 2>/dev/null
 
 # 2. SASS: tensor-core instructions present, no local memory
 if [ $TRAIN -eq 0 ]; then
@@ -86,6 +86,14 @@ if [ $TRAIN -eq 0 ]; then
     n_ldsm=$(cuobjdump -sass "$o" 2>/dev/null | grep -c LDSM)
     n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
     echo "$o: HMMA $n_hmma LDSM $n_ldsm LDL/STL $n_lmem"
+    [ "$n_hmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] || exit 1
+  done
+  # the TF32 forward (fp32_math = TF32): tf32 HMMA present, no local memory
+  for o in build/src/cuda/fwd_tf32.o; do
+    [ -f "$o" ] || continue
+    n_hmma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c "HMMA.1684.F32.TF32\|HMMA.*TF32")
+    n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
+    echo "$o: HMMA(TF32) $n_hmma LDL/STL $n_lmem"
     [ "$n_hmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] || exit 1
   done
   # the Hopper kernels: wgmma (HGMMA) present, no local memory

@@ -52,7 +52,7 @@
  * Shared memory (floats; DP = D + 4): K [64][DP], V [64][DP], pq ring [128][DP], pk chunk X
  * [64][DP], p2c tile T [64][72], c2p ring G [64][136] (the Q tile is staged there first),
  * saturated constants, pq[sat] rows, the slot table. D = 32: 100 KB (two CTAs per SM on an
- * H100/H200), D = 64: 125 KB, D = 128: 221 KB (H100/H200 only; an A100 takes the IEEE
+ * H100/H200), D = 64: 140 KB, D = 128: 221 KB (H100/H200 only; an A100 takes the IEEE
  * fallback). After the loop the pq ring holds the merge area of the two key halves.
  *
  * Per key tile n (barriers: plain 2, saturated with p2c 3, band 3, first band tile 5):
