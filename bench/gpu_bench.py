@@ -26,7 +26,11 @@ usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 
 fp32 A/B (fp32_level; alone: --fp32-only): B=16 H=12 D=64 L in {512, 2048}, v3 positions:
 dattn's register-tiled fp32 kernel vs the simple kernel (DATTN_CUDA_FWD=simple) vs torch
-eager fp32 attention core (matmul + softmax + matmul, TF32 off), IEEE fp32 all.
+eager fp32 attention core (matmul + softmax + matmul, TF32 off), IEEE fp32 all; and the
+TF32 mode (fp32_math = DATTN_MATH_TF32): dattn's TF32 tensor-core kernel (dattn_tf32_ms,
+pinned with DATTN_CUDA_FWD=tf32; dattn_tf32_default_ms unpinned: the library's choice in
+TF32 mode) vs torch's eager core with TF32 matmuls (eager_core_tf32_ms), and the largest
+|TF32 - IEEE| output difference.
 """
 import argparse
 import ctypes
@@ -89,13 +93,14 @@ def tens(t, dims):
 class DattnFwd:
     """One configured forward call; __call__ runs it on the current stream."""
 
-    def __init__(self, lib, q, k, v, pk, pq, mask=None, pos_att=3, pb=256, M=512, lse=True):
+    def __init__(self, lib, q, k, v, pk, pq, mask=None, pos_att=3, pb=256, M=512, lse=True, math=0):
         B, L, H, D = q.shape
         self.lib = lib
         self.p = Params()
         lib.dattn_params_init(ctypes.byref(self.p))
         p = self.p
         p.device = 1
+        p.fp32_math = math  # 1: DATTN_MATH_TF32 (fp32 inputs)
         p.dtype = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[q.dtype]
         p.pos_att, p.position_buckets, p.max_relative_positions = pos_att, pb, M
         p.batch, p.seqlen, p.heads, p.head_dim = B, L, H, D
@@ -268,12 +273,21 @@ def fp32_level(lib, results, quick):
             pk, pq = (torch.randn(H, 2 * S, D, device=dev) for _ in range(2))
             f3 = DattnFwd(lib, q, k, v, pk, pq, pos_att=3)
             f0 = DattnFwd(lib, q, k, v, pk, pq, pos_att=0)
+            t3 = DattnFwd(lib, q, k, v, pk, pq, pos_att=3, math=1)
+            t0 = DattnFwd(lib, q, k, v, pk, pq, pos_att=0, math=1)
             qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             sc = 1.0 / math.sqrt(D)
 
             def eager():
                 s_ = torch.matmul(qt, kt.transpose(-1, -2)) * sc
                 return torch.matmul(torch.softmax(s_, dim=-1), vt)
+
+            def eager_tf32():
+                torch.backends.cuda.matmul.allow_tf32 = True
+                try:
+                    return eager()
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
             row = dict(B=B, L=L, H=H, D=D, S=S, dtype="fp32", flops=flops)
             # the tiled kernel must be the default path: a pinned run proves it runs
             for name, fn, rep_ in (("dattn_f32_ms", forced(f3, "f32"), 100),
@@ -281,7 +295,11 @@ def fp32_level(lib, results, quick):
                                    ("dattn_default_ms", f3, 100),
                                    ("dattn_simple_ms", forced(f3, "simple"), 50 if quick else 200),
                                    ("dattn_simple_nopos_ms", forced(f0, "simple"), 50 if quick else 200),
-                                   ("eager_core_ms", eager, 100)):
+                                   ("eager_core_ms", eager, 100),
+                                   ("dattn_tf32_ms", forced(t3, "tf32"), 100),
+                                   ("dattn_tf32_nopos_ms", forced(t0, "tf32"), 100),
+                                   ("dattn_tf32_default_ms", t3, 100),
+                                   ("eager_core_tf32_ms", eager_tf32, 100)):
                 try:
                     row[name] = bench(fn, rep=rep_)
                     row[name.replace("_ms", "_tflops")] = flops / (row[name] * 1e-3) / 1e12
@@ -295,8 +313,17 @@ def fp32_level(lib, results, quick):
                 row["max_abs_diff_f32_vs_simple"] = (o1 - o2).abs().max().item()
             except Exception as e:
                 row["diff_error"] = str(e)[:200]
+            # TF32 against IEEE on the same inputs: differs (the tensor-core path ran), by
+            # about TF32's rounding (|out| <= max|v| ~ 4 here)
+            try:
+                o1 = forced(f3, "f32")().clone()
+                o2 = forced(t3, "tf32")().clone()
+                row["max_abs_diff_tf32_vs_f32"] = (o1 - o2).abs().max().item()
+                row["max_abs_out_f32"] = o1.abs().max().item()
+            except Exception as e:
+                row["diff_tf32_error"] = str(e)[:200]
             rows.append(row)
-            del q, k, v, pk, pq, f3, f0, qt, kt, vt
+            del q, k, v, pk, pq, f3, f0, t3, t0, qt, kt, vt
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = old_tf32
@@ -318,6 +345,17 @@ def print_fp32(res):
             r.get("max_abs_diff_f32_vs_simple", float("nan"))))
     print("fp32: ms, B16 H12 D64 v3 c2p|p2c (nopos: none); eager = torch matmul+softmax+matmul fp32 (TF32 off, "
           "no position terms); TF/s on 4BHL^2D")
+    print("%-12s %9s %9s %9s %9s %8s %8s %9s" % (
+        "tf32 mode", "tf32", "tf32nopo", "default", "eagertf32", "tf32 TF/s", "x f32", "|tf32-f32|"))
+    for r in res["fp32"]:
+        t, f = r.get("dattn_tf32_ms"), r.get("dattn_f32_ms")
+        print("%-12s %s %s %s %s %8.1f %8.2f %9.2e" % (
+            "B%d L%d" % (r["B"], r["L"]), f2(t), f2(r.get("dattn_tf32_nopos_ms")),
+            f2(r.get("dattn_tf32_default_ms")), f2(r.get("eager_core_tf32_ms")),
+            r.get("dattn_tf32_tflops") or 0, (f / t) if (t and f) else 0,
+            r.get("max_abs_diff_tf32_vs_f32", float("nan"))))
+    print("tf32 mode: fp32_math=TF32 (tf32: pinned to the TF32 kernel; default: the library's choice); "
+          "eagertf32 = the eager core with TF32 matmuls; x f32 = dattn_f32_ms / dattn_tf32_ms")
 
 
 def memory(lib, results):

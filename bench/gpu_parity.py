@@ -5,6 +5,9 @@ encoder against a float64 reference (the same model in float64, transformers' ea
 path) is at most 2x the error of transformers' own eager path in that dtype, plus a
 rounding floor. Models are small (D = 64, 2 layers, random weights, eval, no grad) so
 that the CUDA forward runs (the CUDA backward is the training issue's).
+"tf32": the fp32 model with PyTorch's TF32 switch on (torch.backends.cuda.matmul.allow_tf32)
+for both runs: transformers' matmuls and projections in TF32, dattn's attention on its TF32
+kernel (the Python layer follows the switch) -- the same rule, TF32 against TF32.
 
 usage: python3 bench/gpu_parity.py [--json out.json]
 """
@@ -54,20 +57,26 @@ def main():
             with torch.no_grad():
                 ref = m64(input_ids=ids, attention_mask=mask).last_hidden_state
             valid = mask.bool()
-            for dt in (torch.float16, torch.bfloat16, torch.float32):
-                m = copy.deepcopy(m64).to(dt)
-                with torch.no_grad():
-                    eager = m(input_ids=ids, attention_mask=mask).last_hidden_state.double()
-                    dattn.patch(m, mode=mode)
-                    ours = m(input_ids=ids, attention_mask=mask).last_hidden_state.double()
-                    path = hf.last_path
-                    dattn.unpatch(m)
+            for dt in (torch.float16, torch.bfloat16, torch.float32, "tf32"):
+                tf32 = dt == "tf32"
+                m = copy.deepcopy(m64).to(torch.float32 if tf32 else dt)
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
+                    with torch.no_grad():
+                        eager = m(input_ids=ids, attention_mask=mask).last_hidden_state.double()
+                        dattn.patch(m, mode=mode)
+                        ours = m(input_ids=ids, attention_mask=mask).last_hidden_state.double()
+                        path = hf.last_path
+                        dattn.unpatch(m)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
                 e_eager = (eager - ref)[valid].abs().max().item()
                 e_ours = (ours - ref)[valid].abs().max().item()
-                floor = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5}[dt] * ref[valid].abs().max().item()
+                floor = {torch.float16: 1e-3, torch.bfloat16: 8e-3, torch.float32: 1e-5,
+                         "tf32": 1e-3}[dt] * ref[valid].abs().max().item()
                 ok = path == mode and e_ours <= 2 * e_eager + floor and bool(torch.isfinite(ours[valid]).all())
                 bad += not ok
-                rows.append(dict(kind=kind, L=L, lens=lens, mode=mode, dtype=str(dt).split(".")[-1],
+                rows.append(dict(kind=kind, L=L, lens=lens, mode=mode, dtype="tf32" if tf32 else str(dt).split(".")[-1],
                                  path=path, err_dattn=e_ours, err_eager=e_eager, floor=floor,
                                  ratio=e_ours / e_eager if e_eager else None, ok=ok))
                 print("%-8s L=%-5d %-6s %-8s path=%-7s dattn %.3e eager %.3e ratio %5.2f %s" % (

@@ -97,9 +97,13 @@ typedef enum dattn_padrows {
     DATTN_PADROWS_ZERO = 1 /* padded query rows = 0 */
 } dattn_padrows;
 
+/* fp32 inputs only (fp16 / bf16 calls ignore it). TF32: the CUDA forward may run its
+ * products (q.k, c2p, p2c, P.v) on TF32 tensor cores, operands rounded to tf32 (10-bit
+ * mantissa, round to nearest), fp32 accumulation and softmax; calls its TF32 kernel cannot
+ * take run IEEE. The CPU backend and every backward compute IEEE fp32 in either mode. */
 typedef enum dattn_fp32_math {
     DATTN_MATH_IEEE = 0, /* fp32 inputs: full fp32 products */
-    DATTN_MATH_TF32 = 1  /* fp32 inputs: TF32 tensor cores allowed (CUDA only) */
+    DATTN_MATH_TF32 = 1  /* fp32 inputs: TF32 tensor cores allowed (CUDA forward only) */
 } dattn_fp32_math;
 
 typedef struct dattn_tensor {

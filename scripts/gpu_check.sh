@@ -194,6 +194,14 @@ if [ $TRAIN -eq 0 ]; then
   n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
   echo "$o: FFMA $n_ffma LDL/STL $n_lmem" | tee -a "$OUT/sass.txt" >>"$LOG"
   printf '%-28s %-14s\n' "sass(fp32: FFMA, no LDL/STL)" "$([ "$n_ffma" -gt 0 ] && [ "$n_lmem" -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
+  # the TF32 forward (fwd_tf32.cu, fp32_math = TF32): tf32 HMMA present, no local memory;
+  # its cases ran in step 3 (tf32_cases of test_cuda_fwd: the default sweep and --quick)
+  grep -E "Compiling entry|registers|spill" "$LOG" | grep -A2 "dattn_fwd_tf32_d" >>"$OUT/resources.txt" 2>/dev/null
+  o=build/src/cuda/fwd_tf32.o
+  n_hmma=$(cuobjdump -sass "$o" 2>/dev/null | grep -c "HMMA.*TF32")
+  n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
+  echo "$o: HMMA(TF32) $n_hmma LDL/STL $n_lmem" | tee -a "$OUT/sass.txt" >>"$LOG"
+  printf '%-28s %-14s\n' "sass(tf32: HMMA.TF32, no LDL/STL)" "$([ "$n_hmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
   if [ -x build/tests/test_cuda_fwd ]; then
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
     else step "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi

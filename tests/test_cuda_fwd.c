@@ -13,6 +13,23 @@
  * within 2e-4 * max(1, |ref|) (exactly -inf for ZERO padded rows). Outputs and workspace
  * are poisoned with 0xFF before each call; every output element must be written and
  * finite, and the gaps of strided outputs must keep the poison.
+ * fp32 in TF32 mode (a case that may take the TF32 kernel, case_tf32): the products take
+ * tf32 operands, 10 explicit mantissa bits, unit roundoff u = 2^-11, the same as fp16, so
+ * the bound has the fp16 form: |out - ref| <= 8u * max|ref| + 1e-6 (TF32_TOL_OUT). Its parts:
+ * rounding v costs <= u |v|; rounding P <= u per weight, and the row sum runs over the
+ * rounded weights, so the row stays a convex combination; rounding q, k, pk, pq perturbs
+ * each score by delta_j = sum_d x_d y_d (e_x + e_y) / scale, |e| <= u, whose standard
+ * deviation for these inputs (uniform in [-2, 2]; the scale normalizes D and the number of
+ * terms) is ~1.1 u, and moves the output by at most 2 max_j |delta_j| max|v - out|. lse moves
+ * by the p-weighted mean of the delta_j (all of delta_0 for a one-key row): bound 8u *
+ * max(1, |lse|) (TF32_TOL_LSE), ~7 standard deviations. Measured in the host emulation over
+ * the TF32 sweep (L <= 2049): worst output error 0.19 of the bound, worst lse 0.16 (L = 1).
+ * Rounding mode: cvt.rna is unbiased, truncation (tf32 operands fed raw) moves every
+ * output toward zero by ~u/2 relative or more; the signed mean error sum (out - ref)
+ * sign(ref) / sum |ref| over a case's checked elements must stay within u/4 (TF32_TOL_BIAS,
+ * cases with >= 4096 elements), which a truncating kernel fails and the bound above does
+ * not see. Emulation: rounded <= 3.7e-5 (0.3 of u/4) over the sweep; V alone truncated
+ * -2.4e-4 .. -3e-4; K, V, pk, pq truncated -6.5e-4 .. -8e-4.
  *
  * Sweep: dtypes fp16/bf16/fp32 (IEEE and TF32 modes), D 32/64/128 (+48 on the simple
  * path), L across tile edges 1..2049 (all rows checked), sampled rows at 8K and 32K,
@@ -21,6 +38,9 @@
  * (simple kernel), each term alone, linear / v3 log / small log (saturation at short L)
  * positions, the small-smem kernel configuration forced on big GPUs, determinism, API
  * errors (workspace, malformed backward). Dropout and the backward: test_cuda_bwd.c.
+ * The TF32 kernel (fp32_math = TF32) gets its own sweep (tf32_cases, --only-tf32), part of
+ * the default run and of --quick, with the mode checks (TF32 != IEEE on the same inputs,
+ * IEEE mode bitwise on the IEEE kernel).
  * --quick: a small subset (compute-sanitizer).
  * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d: the fp16/bf16 D=64/128 cases (those the Hopper
  *   wgmma kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead
@@ -53,6 +73,11 @@ int main(void)
 }
 #else
 #include <cuda_runtime_api.h>
+
+/* TF32 mode bounds (derivation in the header comment): u = 2^-11 */
+#define TF32_TOL_OUT (1.0 / 256) /* 8u * max|ref| */
+#define TF32_TOL_LSE (1.0 / 256) /* 8u * max(1, |lse|) */
+#define TF32_TOL_BIAS (1.0 / 8192) /* u / 4: |signed mean error| / mean |ref| */
 
 /* Linked when tests/ref64.c exists. */
 extern void ref64_fwd_row(const dattn_params *p, int64_t b, int64_t h, int64_t i, double *out_row,
@@ -180,6 +205,14 @@ static void set_force(const char *f)
 {
     if (f) setenv("DATTN_CUDA_FWD", f, 1);
     else unsetenv("DATTN_CUDA_FWD");
+}
+
+/* The case may run the TF32 kernel: fp32 in TF32 mode, not pinned to an IEEE kernel. Its
+ * bound is TF32_TOL_* (the header comment derives them). */
+static int case_tf32(const tcase *t)
+{
+    const char *f = case_force(t);
+    return t->dtype == DATTN_F32 && t->math == DATTN_MATH_TF32 && !(f && (!strcmp(f, "f32") || !strcmp(f, "simple")));
 }
 
 static const char *dt_name(int dt) { return dt == DATTN_F32 ? "f32" : dt == DATTN_F16 ? "f16" : "bf16"; }
@@ -483,7 +516,9 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     rc.slots = malloc(sizeof(int32_t) * (size_t)(2 * rc.L - 1));
     dattn_slots(tc->pb, tc->M, -(rc.L - 1), 2 * rc.L - 1, rc.slots);
 
-    const double tol_rel = dt == DATTN_F16 ? 1.0 / 256 : dt == DATTN_BF16 ? 1.0 / 32 : 2e-5;
+    const int tf32 = case_tf32(tc);
+    const double tol_rel = dt == DATTN_F16 ? 1.0 / 256 : dt == DATTN_BF16 ? 1.0 / 32 : tf32 ? TF32_TOL_OUT : 2e-5;
+    const double tol_lse = tf32 ? TF32_TOL_LSE : 2e-4;
     /* rows to check */
     int64_t nck = 0;
     int64_t *ck = malloc(sizeof(int64_t) * 3 * (size_t)(rows > 0 ? rows : 1) * (size_t)H + 3);
@@ -517,7 +552,7 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     for (int64_t k = 0; k < nck * D; k++)
         if (fabs(refo[k]) > maxref) maxref = fabs(refo[k]);
     const double tol = tol_rel * maxref + 1e-6;
-    double worst = 0.0, worst_lse = 0.0;
+    double worst = 0.0, worst_lse = 0.0, bias_num = 0.0, bias_den = 0.0;
     int64_t bad = 0;
     for (int64_t r = 0; r < nck && !fail; r++) {
         const int64_t b = ck[3 * r], h = ck[3 * r + 1], i = ck[3 * r + 2];
@@ -525,6 +560,10 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
         for (int d = 0; d < D; d++) {
             const double x = get_el(out.h, dt, orow_i * orow + h * ohs + d);
             const double e = fabs(x - refo[r * D + d]);
+            if (refo[r * D + d] != 0.0) {
+                bias_num += refo[r * D + d] > 0.0 ? x - refo[r * D + d] : refo[r * D + d] - x;
+                bias_den += fabs(refo[r * D + d]);
+            }
             if (!(e <= tol)) {
                 if (bad < 5)
                     printf("  %s: out[b=%lld h=%lld i=%lld d=%d] = %.6g, ref %.6g (tol %.3g)\n", name,
@@ -538,13 +577,19 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
         double le;
         if (lr == -INFINITY) le = lx == -INFINITY ? 0.0 : INFINITY;
         else le = fabs(lx - lr) / (fabs(lr) > 1.0 ? fabs(lr) : 1.0);
-        if (!(le <= 2e-4)) {
+        if (!(le <= tol_lse)) {
             if (bad < 5)
                 printf("  %s: lse[b=%lld h=%lld i=%lld] = %.8g, ref %.8g\n", name, (long long)b,
                        (long long)h, (long long)i, lx, lr);
             bad++;
         }
         if (le > worst_lse || le != le) worst_lse = le != le ? INFINITY : le;
+    }
+    double bias = bias_den > 0.0 ? bias_num / bias_den : 0.0;
+    if (tf32 && !fail && nck * D >= 4096 && !(fabs(bias) <= TF32_TOL_BIAS)) {
+        printf("  %s: signed mean error %.3g of mean |ref| (bound %.3g): biased rounding (truncation?)\n", name,
+               bias, TF32_TOL_BIAS);
+        bad++;
     }
     /* every output element written and finite; gaps keep the poison */
     int64_t unwritten = 0, gap_bad = 0;
@@ -586,8 +631,8 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     } else {
         n_pass++;
         if (getenv("DATTN_TEST_VERBOSE"))
-            printf("ok   %s: max err %.3g (tol %.3g), lse err %.3g, %lld rows\n", name, worst, tol,
-                   worst_lse, (long long)nck);
+            printf("ok   %s: max err %.3g (tol %.3g), lse err %.3g, bias %.2g, %lld rows\n", name, worst, tol,
+                   worst_lse, bias, (long long)nck);
     }
     if (keep) {
         keep->out = out.h;
@@ -647,7 +692,7 @@ static void set_pos(tcase *t, int kind)
 }
 
 /* Packed output must equal the padded output (right padding, same tokens) bitwise. */
-static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
+static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed, int math, const char *force)
 {
     const int B = 3, H = 2;
     int32_t lens[3] = {L, L / 2 + 1, L > 3 ? L - 3 : 1};
@@ -655,6 +700,8 @@ static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
     tcase a = base_case(dt, D, B, H, L);
     set_pos(&a, posk);
     a.packed = 1;
+    a.math = math;
+    a.force = force;
     run_out ro;
     memset(&ro, 0, sizeof ro);
     if (run_case(&a, seed, &ro, lens) || !ro.out) { /* failed, or skipped (--max-l) */
@@ -701,6 +748,7 @@ static void packed_vs_padded(int dt, int D, int L, int posk, uint64_t seed)
     p.pos_att = 3;
     p.position_buckets = a.pb;
     p.max_relative_positions = a.M;
+    p.fp32_math = math;
     p.batch = B; p.seqlen = L; p.heads = H; p.head_dim = D;
     dattn_tensor *ts[4] = {&p.q, &p.k, &p.v, &p.out};
     void *ds[4] = {Q.d, K.d, V.d, O.d};
@@ -942,7 +990,7 @@ static void f32_cases(int q, uint64_t *cs)
         run_case(&t, F32_NEXT, NULL, NULL);
     }
     for (int k = 0; k < 3; k++)
-        packed_vs_padded(DATTN_F32, k == 0 ? 32 : k == 1 ? 64 : 128, k == 1 ? 700 : 260, k, F32_NEXT);
+        packed_vs_padded(DATTN_F32, k == 0 ? 32 : k == 1 ? 64 : 128, k == 1 ? 700 : 260, k, F32_NEXT, DATTN_MATH_IEEE, NULL);
     /* 5. dropout: masks (HF padded rows go to the padrows kernel), ZERO rows, packed,
      *    saturated and band tiles, every D */
     for (int k = 0; k < 6; k++) {
@@ -1010,12 +1058,302 @@ f32_done:;
 #undef F32_NEXT
 }
 
+/* The TF32 tensor-core kernel (src/cuda/fwd_tf32.cu): fp32 in DATTN_MATH_TF32 mode, cases
+ * pinned with DATTN_CUDA_FWD=tf32 (UNSUPPORTED instead of a silent IEEE fallback). Same
+ * geometry as the IEEE tiled kernel (64 x 64 tiles): L across tile edges, every mask and
+ * padded-row mode, each term alone / both / none, v3 log, linear and small-log positions
+ * (every tile class), fused strides, packed incl. max_seqlen > the longest sequence,
+ * packed == padded bitwise, dropout, a long L, determinism; bound TF32_TOL_*. */
+static int only_tf32;
+
+/* 1 when this GPU has the shared memory of the TF32 kernel's instance for head dim D
+ * (t32_geom<D>::SMEM of fwd_tf32.cu: 100 / 140 / 221 KB; an H100/H200 has all three, an
+ * A100 D 32 and 64, sm_86/89 none): elsewhere the library runs the IEEE kernels in TF32
+ * mode, so the cases run unpinned there (same bound, IEEE kernel). */
+static int tf32_fits(int D)
+{
+    static int optin = -1;
+    if (optin < 0) {
+        int dev = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess)
+            optin = 0;
+    }
+    const int need = D == 32 ? 102400 : D == 64 ? 143616 : 226048;
+    return optin >= need;
+}
+
+/* One TF32 case at the given seed; keep as run_case. */
+static int tf32_run(tcase t, uint64_t seed, run_out *keep)
+{
+    t.math = DATTN_MATH_TF32;
+    if (!t.force) t.force = tf32_fits(t.D) ? "tf32" : "auto";
+    return run_case(&t, seed, keep, NULL);
+}
+
+static void free_run(run_out *r)
+{
+    free(r->out);
+    free(r->lse);
+    for (int k = 0; k < 5; k++) free(r->in[k]);
+    memset(r, 0, sizeof *r);
+}
+
+/* The mode switch is real and IEEE mode is untouched, on the same inputs:
+ *   TF32 mode (library's choice) == TF32 pinned (DATTN_CUDA_FWD=tf32), bitwise;
+ *   IEEE mode (library's choice) == the IEEE tiled kernel pinned (f32) == TF32 mode pinned
+ *     to the IEEE kernel (f32), bitwise: IEEE mode never reaches the TF32 kernel;
+ *   TF32 output != IEEE output (some element differs: the tensor-core path ran), each within
+ *     its own bound of the float64 reference (run_case);
+ *   an IEEE-mode call pinned to the TF32 kernel is UNSUPPORTED (never silently TF32). */
+static void tf32_mode_checks(uint64_t seed)
+{
+    for (int v = 0; v < 2; v++) {
+        tcase t = base_case(DATTN_F32, v ? 128 : 64, 2, 2, v ? 200 : 300);
+        t.mask = v ? MASK_RIGHT : MASK_HOLES;
+        set_pos(&t, v ? 2 : 0);
+        if (t.L > max_l || !tf32_fits(t.D)) continue;
+        run_out r[5];
+        memset(r, 0, sizeof r);
+        const char *names[5] = {"tf32 auto", "tf32 pinned", "ieee auto", "ieee pinned f32", "tf32-mode pinned f32"};
+        const int math[5] = {1, 1, 0, 0, 1};
+        /* "auto": a DATTN_CUDA_FWD value no path answers to, i.e. the library's choice even
+         * under --path or an outside DATTN_CUDA_FWD */
+        const char *force[5] = {"auto", "tf32", "auto", "f32", "f32"};
+        int bad = 0;
+        for (int k = 0; k < 5; k++) {
+            tcase x = t;
+            x.math = math[k];
+            x.force = force[k];
+            bad |= run_case(&x, seed, &r[k], NULL);
+        }
+        int ok = !bad;
+        for (int k = 0; k < 5 && ok; k++)
+            if (!r[k].out) ok = 0;
+        if (ok) {
+            const size_t ob = r[0].out_bytes, lb = r[0].lse_bytes;
+            if (memcmp(r[0].out, r[1].out, ob) || memcmp(r[0].lse, r[1].lse, lb)) {
+                printf("FAIL tf32 mode (D=%d): %s != %s\n", t.D, names[0], names[1]);
+                ok = 0;
+            }
+            for (int k = 3; k < 5; k++)
+                if (memcmp(r[2].out, r[k].out, ob) || memcmp(r[2].lse, r[k].lse, lb)) {
+                    printf("FAIL tf32 mode (D=%d): %s != %s (IEEE mode must stay on the IEEE kernel)\n", t.D,
+                           names[2], names[k]);
+                    ok = 0;
+                }
+            if (!memcmp(r[0].out, r[2].out, ob)) {
+                printf("FAIL tf32 mode (D=%d): TF32 and IEEE outputs are bitwise equal (TF32 path not taken?)\n", t.D);
+                ok = 0;
+            } else {
+                /* how far apart, for the log */
+                double dmax = 0.0;
+                for (size_t e = 0; e < ob / 4; e++) {
+                    const double d = fabs((double)((float *)r[0].out)[e] - (double)((float *)r[2].out)[e]);
+                    if (d > dmax) dmax = d;
+                }
+                if (getenv("DATTN_TEST_VERBOSE")) printf("ok   tf32 mode (D=%d): max |tf32 - ieee| = %.3g\n", t.D, dmax);
+            }
+        }
+        if (ok) n_pass++;
+        else n_fail++;
+        for (int k = 0; k < 5; k++) free_run(&r[k]);
+    }
+    /* IEEE mode pinned to the TF32 kernel: UNSUPPORTED, nothing written */
+    {
+        const int L = 64, D = 64;
+        const size_t n = (size_t)L * D;
+        float *buf[4];
+        for (int k = 0; k < 4; k++) {
+            CK(cudaMalloc((void **)&buf[k], n * 4));
+            CK(cudaMemset(buf[k], k == 3 ? 0xFF : 0x3c, n * 4));
+        }
+        float *pkq;
+        CK(cudaMalloc((void **)&pkq, 512 * 64 * 4));
+        CK(cudaMemset(pkq, 0x3c, 512 * 64 * 4));
+        dattn_params p;
+        dattn_params_init(&p);
+        p.device = DATTN_DEVICE_CUDA;
+        p.dtype = DATTN_F32;
+        p.fp32_math = DATTN_MATH_IEEE;
+        p.batch = 1; p.seqlen = L; p.heads = 1; p.head_dim = D;
+        dattn_tensor *ts[4] = {&p.q, &p.k, &p.v, &p.out};
+        for (int k = 0; k < 4; k++) {
+            ts[k]->data = buf[k];
+            ts[k]->stride[0] = (int64_t)L * D; ts[k]->stride[1] = D; ts[k]->stride[2] = D; ts[k]->stride[3] = 1;
+        }
+        p.pk.data = pkq; p.pk.stride[0] = 512 * 64; p.pk.stride[1] = 64; p.pk.stride[2] = 1;
+        p.pq = p.pk;
+        set_force("tf32");
+        const dattn_status st = dattn_fwd(&p);
+        p.fp32_math = DATTN_MATH_TF32;
+        const dattn_status st2 = dattn_fwd(&p);
+        set_force(NULL);
+        CK(cudaDeviceSynchronize());
+        uint32_t *hb = malloc(n * 4);
+        CK(cudaMemcpy(hb, buf[3], n * 4, cudaMemcpyDeviceToHost));
+        int written = 0;
+        for (size_t e = 0; e < n && st2 != DATTN_OK; e++) written |= hb[e] != 0xFFFFFFFFu;
+        if (st != DATTN_UNSUPPORTED || st2 != DATTN_OK) {
+            printf("FAIL tf32 pin: IEEE mode + DATTN_CUDA_FWD=tf32 gave %s (want UNSUPPORTED), TF32 mode %s (want OK)\n",
+                   dattn_status_string(st), dattn_status_string(st2));
+            n_fail++;
+        } else if (written) {
+            printf("FAIL tf32 pin: a rejected call wrote the output\n");
+            n_fail++;
+        } else {
+            n_pass++;
+        }
+        free(hb);
+        for (int k = 0; k < 4; k++) cudaFree(buf[k]);
+        cudaFree(pkq);
+    }
+}
+
+static void tf32_cases(int q, uint64_t *cs)
+{
+#define T32_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
+    if (q) {
+        for (int di = 0; di < 3; di++) {
+            const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+            tcase t = base_case(DATTN_F32, D, 2, 2, 150);
+            t.mask = di == 1 ? MASK_HOLES : MASK_RIGHT;
+            t.padrows = di == 2;
+            set_pos(&t, 2);
+            tf32_run(t, T32_NEXT, NULL);
+        }
+        tcase t = base_case(DATTN_F32, 64, 3, 2, 140);
+        t.packed = 1;
+        set_pos(&t, 2);
+        tf32_run(t, T32_NEXT, NULL);
+        t = base_case(DATTN_F32, 64, 2, 2, 130);
+        t.mask = MASK_HOLES;
+        t.drop = 0.3f;
+        set_pos(&t, 2);
+        tf32_run(t, T32_NEXT, NULL);
+        tf32_mode_checks(T32_NEXT);
+        return;
+    }
+    /* 1. L across tile edges, all rows: D x L, cycling masks, positions, terms, padded-row
+     *    modes, strided layouts */
+    static const int Ls[] = {1, 2, 7, 63, 64, 65, 127, 128, 129, 191, 255, 257, 513, 700, 1031};
+    const int nL = (int)(sizeof Ls / sizeof Ls[0]);
+    int cyc = 0;
+    for (int di = 0; di < 3; di++)
+        for (int li = 0; li < nL; li++, cyc++) {
+            const int D = di == 0 ? 32 : di == 1 ? 64 : 128;
+            tcase t = base_case(DATTN_F32, D, 2, 2, Ls[li]);
+            t.mask = cyc % MASK_KINDS;
+            set_pos(&t, cyc % 3);
+            t.pos_att = (cyc / 3) % 4 == 0 ? 3 : (cyc / 3) % 4 == 3 ? 0 : (cyc / 3) % 4;
+            t.padrows = (cyc / 2) % 2;
+            if (cyc % 4 == 3) t.lay = LAY_FUSED;
+            tf32_run(t, T32_NEXT, NULL);
+        }
+    /* 2. each term alone, both and none, every position kind, at a length with every tile
+     *    class (v3: band up to ~506, then saturated) */
+    for (int pk = 0; pk < 3; pk++)
+        for (int pa = 0; pa < 4; pa++) {
+            tcase t = base_case(DATTN_F32, pa == 2 ? 128 : 64, 2, 2, pk == 0 ? 700 : 300);
+            set_pos(&t, pk);
+            t.pos_att = pa;
+            t.mask = pa % 2 ? MASK_RIGHT : MASK_NONE;
+            tf32_run(t, T32_NEXT, NULL);
+        }
+    /* 3. every mask x padded-row mode, strided layouts */
+    for (int m = 0; m < MASK_KINDS; m++)
+        for (int pr = 0; pr < 2; pr++) {
+            tcase t = base_case(DATTN_F32, m % 3 == 0 ? 32 : m % 3 == 1 ? 64 : 128, 3, 2, 333);
+            t.mask = m;
+            t.padrows = pr;
+            t.lay = pr ? LAY_FUSED : LAY_CONTIG;
+            set_pos(&t, (m + pr) % 3);
+            tf32_run(t, T32_NEXT, NULL);
+        }
+    /* 4. packed (varlen), max_seqlen > the longest sequence, fused layout; packed == padded */
+    for (int k = 0; k < 6; k++) {
+        tcase t = base_case(DATTN_F32, k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128, 5, 2, k < 3 ? 300 : 800);
+        t.packed = 1;
+        set_pos(&t, k % 3);
+        t.maxlen_short = k == 4;
+        t.lay = k == 5 ? LAY_FUSED : LAY_CONTIG;
+        tf32_run(t, T32_NEXT, NULL);
+    }
+    for (int k = 0; k < 3; k++)
+        packed_vs_padded(DATTN_F32, k == 0 ? 32 : k == 1 ? 64 : 128, k == 1 ? 700 : 260, k, T32_NEXT,
+                         DATTN_MATH_TF32, tf32_fits(k == 0 ? 32 : k == 1 ? 64 : 128) ? "tf32" : "auto");
+    /* 5. dropout: masks (HF padded rows go to the padrows kernel), ZERO rows, packed,
+     *    saturated and band tiles, every D */
+    for (int k = 0; k < 6; k++) {
+        tcase t = base_case(DATTN_F32, k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128, 3, 2, k < 3 ? 200 : 650);
+        t.drop = k % 2 ? 0.1f : 0.4f;
+        t.mask = k == 0 ? MASK_HOLES : k == 1 ? MASK_LEFT : k == 2 ? MASK_ALLPAD : MASK_RIGHT;
+        t.padrows = k == 3;
+        t.packed = k == 4;
+        set_pos(&t, k % 3);
+        tf32_run(t, T32_NEXT, NULL);
+    }
+    /* 6. TF32 mode where the TF32 kernel does not apply: the library falls back to an IEEE
+     *    kernel (unaligned rows; D = 48) and says nothing (same bound) */
+    {
+        tcase t = base_case(DATTN_F32, 64, 2, 2, 200);
+        t.lay = LAY_UNALIGNED;
+        t.mask = MASK_HOLES;
+        t.math = DATTN_MATH_TF32;
+        run_case(&t, T32_NEXT, NULL, NULL);
+        t = base_case(DATTN_F32, 48, 2, 2, 150);
+        t.math = DATTN_MATH_TF32;
+        run_case(&t, T32_NEXT, NULL, NULL);
+    }
+    /* 7. longer: all rows at 2049 (v3: mostly saturated tiles), sampled rows at 8K */
+    {
+        tcase t = base_case(DATTN_F32, 64, 1, 2, 2049);
+        t.mask = MASK_RIGHT;
+        tf32_run(t, T32_NEXT, NULL);
+        t = base_case(DATTN_F32, 128, 1, 2, 8192);
+        t.sample = 32;
+        t.mask = MASK_HOLES;
+        tf32_run(t, T32_NEXT, NULL);
+        t = base_case(DATTN_F32, 64, 2, 2, 8192);
+        t.sample = 24;
+        set_pos(&t, 1);
+        tf32_run(t, T32_NEXT, NULL);
+    }
+    /* 8. determinism: the same TF32 call twice, bitwise; the mode checks */
+    {
+        tcase t = base_case(DATTN_F32, 64, 2, 3, 777);
+        t.mask = MASK_HOLES;
+        if (t.L <= max_l) {
+            run_out r1, r2;
+            memset(&r1, 0, sizeof r1);
+            memset(&r2, 0, sizeof r2);
+            const uint64_t sd = T32_NEXT;
+            tf32_run(t, sd, &r1);
+            tf32_run(t, sd, &r2);
+            if (!r1.out || !r2.out || memcmp(r1.out, r2.out, r1.out_bytes) || memcmp(r1.lse, r2.lse, r1.lse_bytes)) {
+                printf("FAIL determinism (tf32): two identical calls differ\n");
+                n_fail++;
+            } else {
+                n_pass++;
+            }
+            free_run(&r1);
+            free_run(&r2);
+        }
+    }
+    tf32_mode_checks(T32_NEXT);
+#undef T32_NEXT
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--only-f32")) { /* f32_cases options (see there) */
             only_f32 = 1;
+            continue;
+        }
+        if (!strcmp(argv[i], "--only-tf32")) { /* tf32_cases only (with --quick its small subset) */
+            only_tf32 = 1;
             continue;
         }
         if (!strcmp(argv[i], "--f32-force") && i + 1 < argc) {
@@ -1067,6 +1405,11 @@ int main(int argc, char **argv)
 
     api_checks();
 
+    if (only_tf32) {
+        tf32_cases(quick, &cs);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
     if (only_f32) {
         f32_cases(quick, &cs);
         printf("%d passed, %d failed\n", n_pass, n_fail);
@@ -1103,6 +1446,7 @@ int main(int argc, char **argv)
         t.mask = MASK_ALLPAD;
         run_case(&t, NEXT, NULL, NULL);
         f32_cases(1, &cs);
+        tf32_cases(1, &cs);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
@@ -1157,7 +1501,8 @@ int main(int argc, char **argv)
         t.force = k == 7 ? "small" : NULL;
         run_case(&t, NEXT, NULL, NULL);
     }
-    for (int k = 0; k < 4; k++) packed_vs_padded(k % 2 ? DATTN_BF16 : DATTN_F16, k < 2 ? 64 : 128, k % 2 ? 700 : 260, k % 3, NEXT);
+    for (int k = 0; k < 4; k++)
+        packed_vs_padded(k % 2 ? DATTN_BF16 : DATTN_F16, k < 2 ? 64 : 128, k % 2 ? 700 : 260, k % 3, NEXT, DATTN_MATH_IEEE, NULL);
     /* 5. fp32 (IEEE and TF32 mode), other head dims on the simple path, forced paths */
     for (int k = 0; k < 6; k++) {
         const int D = k % 3 == 0 ? 32 : k % 3 == 1 ? 64 : 128;
@@ -1209,6 +1554,7 @@ int main(int argc, char **argv)
     }
     determinism(NEXT);
     f32_cases(0, &cs);
+    tf32_cases(0, &cs);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }

@@ -99,16 +99,43 @@ def _last_contig(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     return t
 
 
+_fp32_precision = getattr(torch._C, "_get_fp32_precision_getter", None)  # torch >= 2.9
+
+
+def cuda_fp32_math() -> int:
+    """The fp32_math of an fp32 CUDA call made now: MATH_TF32 when PyTorch currently lets
+    fp32 CUDA matmuls use TF32, else MATH_IEEE. PyTorch's switch, read at every call:
+    ``torch.backends.cuda.matmul.fp32_precision == "tf32"`` (torch >= 2.9; inherited from
+    ``torch.backends.fp32_precision``), which ``torch.backends.cuda.matmul.allow_tf32 =
+    True`` and ``torch.set_float32_matmul_precision("high" | "medium")`` also set; the
+    default ("highest" / "ieee") keeps dattn's fp32 products IEEE. So the attention core
+    follows the same setting as the model's own projections (transformers' eager path does
+    its attention matmuls in TF32 exactly then). Only the forward has a TF32 kernel; the
+    backward computes IEEE fp32 either way."""
+    if _fp32_precision is not None:
+        try:
+            return _lib.MATH_TF32 if _fp32_precision("cuda", "matmul") == "tf32" else _lib.MATH_IEEE
+        except Exception:  # pragma: no cover - an API change: the legacy flag below
+            pass
+    try:
+        return _lib.MATH_TF32 if torch.backends.cuda.matmul.allow_tf32 else _lib.MATH_IEEE
+    except Exception:  # the legacy getter raises on mixed legacy / new API settings
+        return _lib.MATH_IEEE
+
+
 def _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets, max_relative_positions,
           padded_rows):
     """(the scalar fields abi_version .. total_tokens of dattn_params, the stream)."""
     dtype = _DTYPES.get(q.dtype)
     if dtype is None:
         raise DattnUnsupported(_lib.UNSUPPORTED, f"dtype {q.dtype} is not supported")
+    math = _lib.MATH_IEEE
     if q.is_cuda:
         dev, idx, threads = _lib.DEVICE_CUDA, q.get_device(), 0
         stream = (_raw_stream(idx) if _raw_stream is not None
                   else torch.cuda.current_stream(q.device).cuda_stream)
+        if dtype == _lib.F32:
+            math = cuda_fp32_math()
     elif q.is_cpu:
         dev, idx, threads, stream = _lib.DEVICE_CPU, -1, torch.get_num_threads(), 0
     else:
@@ -124,7 +151,7 @@ def _head(q, pk, pq, cu_seqlens, max_seqlen, position_buckets, max_relative_posi
         B, L, H, D = q.shape
         T = 0
     return ((_lib.ABI_VERSION, dev, idx, dtype, layout, pos, position_buckets,
-             max_relative_positions, padded_rows, _lib.MATH_IEEE, threads, 0, B, L, H, D, T),
+             max_relative_positions, padded_rows, math, threads, 0, B, L, H, D, T),
             stream)
 
 

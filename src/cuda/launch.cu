@@ -33,11 +33,18 @@
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
- * fp32 exception to the list above: fp32 (either math mode; it computes IEEE fp32), D in
- * {32, 64, 128}, 16-byte aligned rows and strides, enough shared memory -> the
- * register-tiled fp32 kernel (fwd_f32.cu, f32_tiled_ok); other fp32 calls keep the simple
- * kernel. DATTN_CUDA_FWD=simple forces the simple kernel for fp32 too; DATTN_CUDA_FWD=f32
- * makes an fp32 call the tiled kernel cannot run UNSUPPORTED (tests).
+ * fp32 exception to the list above:
+ *   fp32_math = DATTN_MATH_TF32, D in {32, 64, 128}, 16-byte aligned rows and strides,
+ *       enough shared memory (D = 128: an H100/H200) -> the TF32 tensor-core kernel
+ *       (fwd_tf32.cu, tf32_ok);
+ *   otherwise (IEEE mode, or a TF32 call that kernel cannot run), D in {32, 64, 128}, aligned,
+ *       enough shared memory -> the register-tiled IEEE fp32 kernel (fwd_f32.cu,
+ *       f32_tiled_ok); other fp32 calls keep the simple kernel (IEEE as well).
+ * DATTN_CUDA_FWD=simple forces the simple kernel for fp32 too (either mode);
+ * DATTN_CUDA_FWD=f32 pins the IEEE tiled kernel, in TF32 mode too, and makes an fp32 call
+ * it cannot run UNSUPPORTED; DATTN_CUDA_FWD=tf32 makes an fp32 call the TF32 kernel cannot
+ * run (IEEE mode included) UNSUPPORTED (tests, A/B runs). The backward ignores fp32_math:
+ * it computes IEEE fp32 in either mode.
  *
  * Backward (both paths without atomics, bitwise deterministic):
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
@@ -90,6 +97,10 @@ extern "C" int dattn_f32_smem(int D);
 extern "C" int dattn_f32_rows(void);
 extern "C" cudaError_t dattn_launch_fwd_f32(const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z,
                                             cudaStream_t stream);
+extern "C" int dattn_tf32_smem(int D);
+extern "C" int dattn_tf32_rows(void);
+extern "C" cudaError_t dattn_launch_fwd_tf32(const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z,
+                                             cudaStream_t stream);
 extern "C" size_t dattn_bwd_dq_smem(int D);
 extern "C" size_t dattn_bwd_dkdv_smem(int D);
 extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
@@ -558,14 +569,9 @@ static void fill_fwd_args(const dattn_call *c, const slot_cache *sc, dattn_fwd_a
     }
 }
 
-/* The register-tiled fp32 kernel (fwd_f32.cu) takes the call: fp32, D in {32, 64, 128}, every
- * row 16-byte aligned (pointers and strides), its shared memory available, and not forced
- * off (DATTN_CUDA_FWD=simple). */
-static int f32_tiled_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_info *di, const char *force)
+/* Every fp32 row 16-byte aligned (pointers and strides). */
+static int f32_aligned(const dattn_call *c, const dattn_fwd_args &a)
 {
-    if (c->p->dtype != DATTN_F32 || !(c->D == 32 || c->D == 64 || c->D == 128)) return 0;
-    if (force && !strcmp(force, "simple")) return 0;
-    if (dattn_f32_smem((int)c->D) > di->smem_optin) return 0;
     const int64_t st[12] = {a.q_sb, a.q_sl, a.q_sh, a.k_sb, a.k_sl, a.k_sh,
                             a.v_sb, a.v_sl, a.v_sh, a.o_sb, a.o_sl, a.o_sh};
     for (int t = 0; t < 12; t++)
@@ -574,6 +580,29 @@ static int f32_tiled_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_
     if (c->c2p && (!al16(a.pk) || a.pk_sh % 4 || a.pk_ss % 4)) return 0;
     if (c->p2c && (!al16(a.pq) || a.pq_sh % 4 || a.pq_ss % 4)) return 0;
     return 1;
+}
+
+/* The register-tiled fp32 kernel (fwd_f32.cu) takes the call: fp32, D in {32, 64, 128}, every
+ * row 16-byte aligned (pointers and strides), its shared memory available, and not forced
+ * off (DATTN_CUDA_FWD=simple). */
+static int f32_tiled_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_info *di, const char *force)
+{
+    if (c->p->dtype != DATTN_F32 || !(c->D == 32 || c->D == 64 || c->D == 128)) return 0;
+    if (force && !strcmp(force, "simple")) return 0;
+    if (dattn_f32_smem((int)c->D) > di->smem_optin) return 0;
+    return f32_aligned(c, a);
+}
+
+/* The TF32 kernel (fwd_tf32.cu) takes an fp32 call in DATTN_MATH_TF32 mode under the same
+ * conditions with its own shared memory, unless DATTN_CUDA_FWD pins an IEEE kernel
+ * (simple, f32). */
+static int tf32_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_info *di, const char *force)
+{
+    if (c->p->dtype != DATTN_F32 || c->p->fp32_math != DATTN_MATH_TF32) return 0;
+    if (!(c->D == 32 || c->D == 64 || c->D == 128)) return 0;
+    if (force && (!strcmp(force, "simple") || !strcmp(force, "f32"))) return 0;
+    if (dattn_tf32_smem((int)c->D) > di->smem_optin) return 0;
+    return f32_aligned(c, a);
 }
 
 static dattn_status fwd_on_device(const dattn_call *c, int dev)
@@ -644,12 +673,18 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
             if (!lf || smem > di.smem_optin) tc = 0;
         }
     }
-    const int f32t = !tc && f32_tiled_ok(c, a, &di, force);
+    const int tf32t = !tc && tf32_ok(c, a, &di, force);
+    if (force && !strcmp(force, "tf32") && !tf32t) /* tests: the TF32 kernel or nothing */
+        return dattn_set_error(DATTN_UNSUPPORTED, "DATTN_CUDA_FWD=tf32: the TF32 forward needs fp32 with "
+                                                  "fp32_math = DATTN_MATH_TF32, head_dim 32/64/128, 16-byte "
+                                                  "aligned rows and %d bytes of shared memory",
+                               dattn_tf32_smem((int)c->D));
+    const int f32t = !tc && !tf32t && f32_tiled_ok(c, a, &di, force);
     if (force && !strcmp(force, "f32") && !f32t) /* tests: the fp32 tiled kernel or nothing */
         return dattn_set_error(DATTN_UNSUPPORTED, "DATTN_CUDA_FWD=f32: the fp32 tiled forward needs fp32, "
                                                   "head_dim 32/64/128, 16-byte aligned rows and %d bytes "
                                                   "of shared memory", dattn_f32_smem((int)c->D));
-    if (!tc && !f32t && dattn_simple_smem((int)c->D) > (size_t)di.smem_optin)
+    if (!tc && !tf32t && !f32t && dattn_simple_smem((int)c->D) > (size_t)di.smem_optin)
         return dattn_set_error(DATTN_UNSUPPORTED, "head_dim %lld needs more shared memory than "
                                                   "this GPU has", (long long)c->D);
 
@@ -678,9 +713,11 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
             e = dattn_launch_fwd_padrows_drop(&a, dt, (int)((c->L + rows - 1) / rows), (int)c->H,
                                               (int)c->B, stream);
         }
-    } else if (f32t) {
-        const int64_t gx = (c->L + dattn_f32_rows() - 1) / dattn_f32_rows();
-        e = dattn_launch_fwd_f32(&a, (int)gx, (int)c->H, (int)c->B, stream);
+    } else if (tf32t || f32t) {
+        const int rows_t = tf32t ? dattn_tf32_rows() : dattn_f32_rows();
+        const int64_t gx = (c->L + rows_t - 1) / rows_t;
+        e = tf32t ? dattn_launch_fwd_tf32(&a, (int)gx, (int)c->H, (int)c->B, stream)
+                  : dattn_launch_fwd_f32(&a, (int)gx, (int)c->H, (int)c->B, stream);
         if (e == cudaSuccess && a.drop_thr && a.hf && a.mask) {
             const int rows = dattn_simple_rows();
             e = dattn_launch_fwd_padrows_drop(&a, dt, (int)((c->L + rows - 1) / rows), (int)c->H,

@@ -6,7 +6,14 @@
  *   B 16x8:  b0 = (k 2c..2c+1, n g)       b1 = (k 2c+8..+9, n g)
  *   C 16x8:  c0 = (g, 2c) c1 = (g, 2c+1) c2 = (g+8, 2c) c3 = (g+8, 2c+1)
  * ldmatrix.x4: lanes 8m..8m+7 give the row addresses of matrix m; register m of lane l
- * holds (row l/4, cols 2(l%4), 2(l%4)+1) of matrix m (.trans: rows and cols swapped). */
+ * holds (row l/4, cols 2(l%4), 2(l%4)+1) of matrix m (.trans: rows and cols swapped).
+ * Read as 32-bit data (8 rows of four fp32), register m of lane l is element (row l/4,
+ * word l%4): exactly the tf32 fragments below when the k index runs along the row.
+ *
+ * mma.m16n8k8 .tf32 (.row.col, lane = 4*g + c; operands are .b32 holding tf32 values):
+ *   A 16x8:  a0 = (row g, k c)  a1 = (row g+8, k c)  a2 = (row g, k c+4)  a3 = (row g+8, k c+4)
+ *   B 8x8:   b0 = (k c, n g)    b1 = (k c+4, n g)
+ *   C 16x8:  as m16n8k16. */
 #ifndef DATTN_CUDA_PTX_CUH
 #define DATTN_CUDA_PTX_CUH
 
@@ -37,6 +44,25 @@ DATTN_DEV void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1),
                        "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
     }
+}
+
+/* d += A * B with tf32 operands (sm_80+), fp32 accumulate. The operands must already be
+ * tf32 values (tf32_rna below): the tensor core reads only their upper 19 bits. */
+DATTN_DEV void mma1688_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* float -> tf32 (an fp32 bit pattern with the low 13 mantissa bits zero), round to
+ * nearest, ties away from zero (cvt.rna: the only rounding cvt offers for tf32 on sm_80). */
+DATTN_DEV uint32_t tf32_rna(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return r;
 }
 
 /* Accumulating form: d += A * B. */

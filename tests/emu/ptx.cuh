@@ -1,7 +1,8 @@
 /* Host emulation of src/cuda/ptx.cuh (the build script puts it in its place): the same
  * functions, warp collectives on the emulated threads of cuda_runtime.h. mma and ldmatrix
- * follow the fragment layouts documented in src/cuda/ptx.cuh (PTX ISA); cp.async copies
- * at once (so the emulation cannot catch a missing wait). */
+ * follow the fragment layouts documented in src/cuda/ptx.cuh (PTX ISA), the tf32 mma and
+ * cvt.rna.tf32 included; cp.async copies at once (so the emulation cannot catch a missing
+ * wait). */
 #ifndef DATTN_CUDA_PTX_CUH
 #define DATTN_CUDA_PTX_CUH
 
@@ -76,6 +77,47 @@ DATTN_DEV void mma16816_acc(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, 
 {
     const float c[4] = {d[0], d[1], d[2], d[3]};
     mma16816<BF>(d, a, b0, b1, c);
+}
+
+/* cvt.rna.tf32.f32: round to nearest, ties away from zero, on the low 13 mantissa bits
+ * (an integer add of half a tf32 ulp, then a mask: carries into the exponent as the
+ * hardware's does); Inf / NaN unchanged. */
+static inline uint32_t emu_tf32(uint32_t x)
+{
+    if ((x & 0x7f800000u) == 0x7f800000u) return x;
+    return (x + 0x1000u) & 0xffffe000u;
+}
+
+DATTN_DEV uint32_t tf32_rna(float x) { return emu_tf32(__float_as_uint(x)); }
+
+/* mma.m16n8k8 tf32 (fragments as in src/cuda/ptx.cuh). Each operand is rounded to tf32
+ * first (round to nearest, as cvt.rna; the kernels feed cvt.rna results, which this leaves
+ * unchanged); products exact in double, summed with the accumulator, rounded once. */
+DATTN_DEV void mma1688_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    uint32_t w[10] = {a[0], a[1], a[2], a[3], b0, b1, __float_as_uint(d[0]), __float_as_uint(d[1]),
+                      __float_as_uint(d[2]), __float_as_uint(d[3])};
+    const uint32_t *all = emu_warp_op(w, 10, 100020);
+    double A[16][8], B[8][8];
+    for (int l = 0; l < 32; l++) {
+        const uint32_t *x = all + 16 * l;
+        const int g = l >> 2, cc = l & 3;
+        A[g][cc] = __uint_as_float(emu_tf32(x[0]));
+        A[g + 8][cc] = __uint_as_float(emu_tf32(x[1]));
+        A[g][cc + 4] = __uint_as_float(emu_tf32(x[2]));
+        A[g + 8][cc + 4] = __uint_as_float(emu_tf32(x[3]));
+        B[cc][g] = __uint_as_float(emu_tf32(x[4]));
+        B[cc + 4][g] = __uint_as_float(emu_tf32(x[5]));
+    }
+    const int l = emu_lane(), g = l >> 2, cc = l & 3;
+    const int rr[4] = {g, g, g + 8, g + 8}, nn[4] = {2 * cc, 2 * cc + 1, 2 * cc, 2 * cc + 1};
+    float out[4];
+    for (int e = 0; e < 4; e++) {
+        double s = (double)__uint_as_float(w[6 + e]);
+        for (int k = 0; k < 8; k++) s += A[rr[e]][k] * B[k][nn[e]];
+        out[e] = (float)s;
+    }
+    for (int e = 0; e < 4; e++) d[e] = out[e];
 }
 
 static inline void emu_ldsm(uint32_t (&r)[4], uint32_t addr, int trans)
