@@ -13,13 +13,15 @@ Encoder level needs the Python layer (python/dattn with dattn.patch); it runs wh
 package imports, else it is reported as skipped.
 
 Kernel path: the library's default on an H200 at D=64 is the one-warpgroup Hopper wgmma
-kernel with the lean tile loop (sm90w1b; launch.cu DATTN_SM90_DEFAULT / DATTN_SM90_D64),
+kernel with the lean tile loop and pipelined band products (sm90w1c; launch.cu
+DATTN_SM90_DEFAULT / DATTN_SM90_D64; before gpu-2026-11-30-next's run: sm90w1b),
 elsewhere the mma.sync kernel (sm80); every op-level figure is also measured with
-DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov and sm90w1 (mma.sync; the two-warpgroup
-wgmma kernel with 128- / 64-key tiles; the one-warpgroup one with the next K side loaded
-during the softmax; the one-warpgroup one without the lean loop, the previous default) in
-the same run ("*_sm80_ms" / "*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" keys): an
-A/B in one call.
+DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov, sm90w1 and sm90w1b (mma.sync; the
+two-warpgroup wgmma kernel with 128- / 64-key tiles; the one-warpgroup one with the next K
+side loaded during the softmax; the one-warpgroup one without the lean loop; the lean loop
+without the pipelined band products, the previous default) in the same run ("*_sm80_ms" /
+"*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" / "*_w1b_ms" keys): an A/B in one call.
+(gpu-2026-11-30-next has "*_w1c_ms" / "*_w1d_ms" columns instead of "*_w1b_ms".)
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
@@ -130,7 +132,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1", "sm90w1"), ("w1c", "sm90w1c"), ("w1d", "sm90w1d"))
+                  ("w1", "sm90w1"), ("w1b", "sm90w1b"))
 
 
 def bench(fn, rep=200):
@@ -505,7 +507,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90w1b (wgmma, one warpgroup, 2 CTAs/SM, lean loop) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
+                                 ("sm90w1c (wgmma, one warpgroup, 2 CTAs/SM, lean loop, pipelined band products) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
                                   else "sm80 (mma.sync)"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -569,20 +571,18 @@ def main():
             r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_sm80_ms") or 0,
             r.get("dattn_nopos_w1ov_ms") or 0, r.get("dattn_satmost_w1ov_ms") or 0,
             r.get("dattn_allband_w1ov_ms") or 0))
-    # the opt-in one-warpgroup variants against the default (sm90w1b on an H200): w1c (pipelined
-    # band products), w1d (saturated / plain tile order); both bitwise the same results as w1b
-    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
-        "shape", "dattn", "w1c", "w1d", "nopos", "nopos_w1c", "nopos_w1d", "sat", "sat_w1c", "sat_w1d",
-        "band", "band_w1c", "band_w1d"))
+    # the default (sm90w1c on an H200) against the previous one, sm90w1b (the lean loop without
+    # the pipelined band products; bitwise the same results)
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "shape", "dattn", "w1b", "nopos", "nopos_w1b", "sat", "sat_w1b", "band", "band_w1b"))
     for r in res["op"]:
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
-            "dattn_ms", "dattn_w1c_ms", "dattn_w1d_ms", "dattn_nopos_ms", "dattn_nopos_w1c_ms",
-            "dattn_nopos_w1d_ms", "dattn_satmost_ms", "dattn_satmost_w1c_ms", "dattn_satmost_w1d_ms",
-            "dattn_allband_ms", "dattn_allband_w1c_ms", "dattn_allband_w1d_ms")))
+            "dattn_ms", "dattn_w1b_ms", "dattn_nopos_ms", "dattn_nopos_w1b_ms", "dattn_satmost_ms",
+            "dattn_satmost_w1b_ms", "dattn_allband_ms", "dattn_allband_w1b_ms")))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
           "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
-          "w1c / w1d columns DATTN_CUDA_FWD=sm90w1c / sm90w1d" % res["dattn_default_path"])
+          "w1b columns DATTN_CUDA_FWD=sm90w1b (the previous default)" % res["dattn_default_path"])
     enc = res.get("encoder", {"skipped": "not run (--op-only)"})
     if "skipped" in enc:
         print("encoder:", enc["skipped"])

@@ -5,19 +5,26 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
 Each shape is timed twice in one run: the default backward (at D = 64 the round-3
-tensor-core kernels: sliding C window, two CTAs per SM; dattn_* keys) and the round-2 kernels
+tensor-core kernels with the lean tile loop, tc3b: sliding C window, two CTAs per SM; dattn_*
+keys) and the round-2 kernels
 pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_max_rel:
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
 had the round-2 kernels as the default and *_tc3 keys for the round-3 ones.
-Also timed: the round-3 kernels with the lean tile loop (DATTN_CUDA_BWD=tc3b; *_tc3b keys),
-right after the default; tc3b_bitwise: its five gradients equal the default's bit for bit
-(they must: same arithmetic), tc3b_speedup = default bwd / tc3b bwd.
+Also timed: the round-3 kernels with their first tile loop pinned (DATTN_CUDA_BWD=tc3, the
+default before 2026-11-30's gpu-2026-11-30-next run; *_tc3 keys), right after the default;
+tc3_bitwise: its five gradients equal the default's bit for bit (they must: same
+arithmetic), tc3_speedup = tc3 bwd / default bwd. (Results up to gpu-2026-11-30-next had tc3
+as the default and *_tc3b keys for the lean loop, tc3b_speedup = default / tc3b.)
 Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms): nopos
 (no position terms: the backward's attention core alone, comparable with flash), satmost
-(position_buckets 4, max_relative_positions 8: almost every tile saturated) and allband
-(linear buckets with S = L: every tile a band tile). They split the backward's time into
-its core, the saturated-tile and the band-tile work, as gpu_bench.py does for the forward.
+(position_buckets 8, max_relative_positions 16, S = 8: almost every tile saturated) and
+band256 (no buckets, max_relative_positions 256, S = 256: band tiles for |i - j| < 256,
+with 128 x 128 tiles ~88% of them at L512, ~29% at L2048, ~8% at L8192). All three run on the tensor-core
+backward (S <= 256, S % 8 == 0). They split the backward's time into its core, the
+saturated-tile and the band-tile work, as gpu_bench.py does for the forward. (The first
+version of these diagnostics, in gpu-2026-11-30-next, used S = 4 and S = L: both outside the
+tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparable.)
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -91,7 +98,7 @@ def main():
         t_f = timed(fwd, 10, 5.0)
         t_fb = timed(fwdbwd, 5, 15.0)
         g0 = grads()
-        os.environ["DATTN_CUDA_BWD"] = "tc3b"  # read by the library at every call
+        os.environ["DATTN_CUDA_BWD"] = "tc3"  # read by the library at every call
         try:
             t_fb3 = timed(fwdbwd, 5, 15.0)
             g3 = grads()
@@ -107,12 +114,10 @@ def main():
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, g0))
         t_fl = timed(flash, 10, 5.0)
         diag = {}
-        pkl, pql = (torch.randn(H, 2 * L, D, device="cuda", dtype=torch.float16, generator=g)
-                    .requires_grad_() for _ in range(2))
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
-                                  ("satmost", (pk[:, :8].detach().contiguous().requires_grad_(),
-                                               pq[:, :8].detach().contiguous().requires_grad_()), 4, 8),
-                                  ("allband", (pkl, pql), -1, L)):
+                                  ("satmost", (pk[:, :16].detach().contiguous().requires_grad_(),
+                                               pq[:, :16].detach().contiguous().requires_grad_()), 8, 16),
+                                  ("band256", (pk, pq), -1, 256)):
             leaves = [t for t in (q, k, v) + tabs if t is not None]
 
             def dfwd(tabs=tabs, pb=pb, M=M):
@@ -126,12 +131,11 @@ def main():
             df, dfb = timed(dfwd, 10, 3.0), timed(dfwdbwd, 5, 10.0)
             diag.update({f"dattn_{name}_fwd_ms": df, f"dattn_{name}_fwdbwd_ms": dfb,
                          f"dattn_{name}_bwd_ms": dfb - df})
-        del pkl, pql
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
-                 tc2_max_rel=rel, dattn_fwdbwd_tc3b_ms=t_fb3, dattn_bwd_tc3b_ms=t_fb3 - t_f,
-                 ratio_tc3b=t_fb3 / t_fl, tc3b_speedup=(t_fb - t_f) / (t_fb3 - t_f), tc3b_bitwise=bitwise,
+                 tc2_max_rel=rel, dattn_fwdbwd_tc3_ms=t_fb3, dattn_bwd_tc3_ms=t_fb3 - t_f,
+                 ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / (t_fb - t_f), tc3_bitwise=bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -139,12 +143,12 @@ def main():
               flush=True)
         print(f"     tc2 (round 2): fwd+bwd {t_fb2:9.3f} ms (bwd ~{t_fb2 - t_f:8.3f}); ratio "
               f"{t_fb2 / t_fl:6.1f}x; tc2 vs default max rel diff {rel:.2e}", flush=True)
-        print(f"     tc3b (lean loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
-              f"{(t_fb - t_f) / (t_fb3 - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
+        print(f"     tc3 (first loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
+              f"{(t_fb3 - t_f) / (t_fb - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
               f"bitwise equal to the default: {bitwise}", flush=True)
         print("     bwd by tile kind (ms): " + ", ".join(
             f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
-            for n in ("nopos", "satmost", "allband")), flush=True)
+            for n in ("nopos", "satmost", "band256")), flush=True)
         del g0, g2, g3
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()

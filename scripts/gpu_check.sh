@@ -124,24 +124,26 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
   else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  # the round-3 kernels with the lean tile loop (DATTN_CUDA_BWD=tc3b, bwd_tc3b_d64.cu; opt-in):
-  # the whole sweep on them, every backward again on tc3 and bitwise equal (--same-as tc3)
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3b --quick" 120 build/tests/test_cuda_bwd --path tc3b --same-as tc3 --quick
-  else step "test_cuda_bwd --path tc3b" 300 build/tests/test_cuda_bwd --path tc3b --same-as tc3; fi
+  # the round-3 kernels with their first tile loop (DATTN_CUDA_BWD=tc3, bwd_tc3_d64.cu; the
+  # default is their lean-loop variant tc3b): the whole sweep on them, every backward again on
+  # tc3b and bitwise equal (--same-as tc3b)
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3 --quick" 120 build/tests/test_cuda_bwd --path tc3 --same-as tc3b --quick
+  else step "test_cuda_bwd --path tc3" 300 build/tests/test_cuda_bwd --path tc3 --same-as tc3b; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
-#     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel (sm90w1b) at D = 64 and the mma.sync
+#     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
+#     products (sm90w1c) at D = 64 and the mma.sync
 #     kernel at D = 32 / 128; launch.cu DATTN_SM90_DEFAULT): --path sm80 (mma.sync, the path
 #     of every other GPU), sm90 (two-warpgroup wgmma, 128-key tiles; a D=64/128 fp16/bf16 case
 #     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
 #     (one warpgroup, next K side loaded during the softmax), sm90w1 (one warpgroup without
-#     the lean loop: the previous default), sm90w1c (sm90w1b with the pipelined band
-#     products, opt-in), sm90w1d (sm90w1b with the saturated / plain tile order, opt-in;
+#     the lean loop), sm90w1b (the lean loop without the pipelined band products: the
+#     previous default), sm90w1d (sm90w1b with the saturated / plain tile order, opt-in;
 #     every case again on sm90w1b and bitwise equal: --same-as sm90w1b). GPU_CHECK_PATHS
 #     overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1c sm90w1d}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
     else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
@@ -160,9 +162,9 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     done
   done
   # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there),
-  # and the round-3 ones with the lean tile loop (tc3b, opt-in)
+  # and the round-3 ones with their first tile loop (tc3; the default is tc3b)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3b; do
+    for pth in tc2 tc3; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
@@ -171,11 +173,11 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     done
   fi
   # the opt-in wgmma variants: extra barrier / early K-side load (sm90w1ov), the previous
-  # default without the lean loop (sm90w1), the pipelined band products (sm90w1c), the
-  # saturated / plain tile order (sm90w1d: S before the V load, P V before the next K side);
-  # the default runs above cover sm90w1b
+  # default before it without the lean loop (sm90w1), the lean loop without the pipelined band
+  # products (sm90w1b), the saturated / plain tile order (sm90w1d: S before the V load, P V
+  # before the next K side); the default runs above cover sm90w1c
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1c sm90w1d; do
+    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

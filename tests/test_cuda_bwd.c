@@ -36,7 +36,7 @@
  * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
- * tensor-core path would run; tc3 names the default; tc3b the round-3 kernels with the lean
+ * tensor-core path would run; tc3b names the default (the round-3 kernels with the lean
  * tile loop), --same-as NAME (every backward of run() / packed_vs_padded again with
  * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3),
  * --seed N, --verbose.

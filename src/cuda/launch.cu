@@ -50,16 +50,17 @@
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
- * At D = 64 the tensor-core backward is the round-3 pair (bwd_tc3_d64.cu, "tc3": sliding C
- * window, 2 CTAs per SM; 1.3-1.6x the round-2 kernels on an H200) where its shared memory
- * fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
+ * At D = 64 the tensor-core backward is the round-3 pair with the lean tile loop
+ * (bwd_tc3b_d64.cu, "tc3b": sliding C window, 2 CTAs per SM; 1.08-1.15x the first round-3
+ * loop and bitwise the same gradients, bench/results/gpu-2026-11-30-next/) where its shared
+ * memory fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
  * DATTN_CUDA_BWD (tests, A/B measurements; read by the workspace query and the call alike):
  *   simple  the simple backward;
  *   tc2     pins the round-2 tensor-core kernels at D = 64 too (smaller workspace: half the
  *           table-gradient partial groups);
- *   tc3     the default, accepted by name;
- *   tc3b    the round-3 kernels with the lean tile loop (bwd_tc3b_d64.cu; opt-in, bitwise the
- *           same results as tc3, the same workspace and routing conditions). */
+ *   tc3     the round-3 kernels with the first tile loop (bwd_tc3_d64.cu; the previous
+ *           default, bitwise the same results as tc3b, the same workspace and routing);
+ *   tc3b    the default, accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -457,12 +458,14 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * kernel (= DATTN_CUDA_FWD=sm90w1), 2 the same with the early K-side load (= sm90w1ov),
  * 3 the one-warpgroup kernel with the lean loop (= sm90w1b), 4 the same with the pipelined band
  * products (= sm90w1c), 5 the lean loop reordered for saturated / plain tiles (= sm90w1d).
- * 3: the lean loop is faster than w1 at every shape, same arithmetic (0.370 / 0.902 / 2.047
- * ms against 0.393 / 0.980 / 2.373 at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c;
- * bench/results/gpu-2026-11-30-w1b/). Earlier, w1 and w1ov tied at L8192 and w1 won at
- * L512 / L2048. DATTN_CUDA_FWD=sm90w1 pins the previous default. */
+ * 4: the pipelined band products beat the lean loop at every shape, bitwise the same results
+ * (0.315 / 0.788 / 1.925 ms against 0.373 / 0.903 / 2.048 at B32 L512 / B8 L2048 / B2 L8192,
+ * fp16 H12 D64 c2p|p2c; no position terms within +1.1%; bench/results/gpu-2026-11-30-next/).
+ * 5 (sm90w1d) lost there (2.153 ms at L8192). Before: 3 beat w1 at every shape (0.370 / 0.902
+ * / 2.047 ms against 0.393 / 0.980 / 2.373, bench/results/gpu-2026-11-30-w1b/).
+ * DATTN_CUDA_FWD=sm90w1b pins the previous default, sm90w1 the one before. */
 #ifndef DATTN_SM90_D64
-#define DATTN_SM90_D64 3
+#define DATTN_SM90_D64 4
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
@@ -809,8 +812,9 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
-    /* DATTN_CUDA_BWD=tc3b: the lean-loop variant of the round-3 kernels (same workspace) */
-    const int v3 = force && !strcmp(force, "tc3b") ? 2 : 1;
+    /* the round-3 kernels: the lean-loop variant (tc3b) unless DATTN_CUDA_BWD=tc3 pins the
+     * first loop (same workspace) */
+    const int v3 = force && !strcmp(force, "tc3") ? 1 : 2;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
