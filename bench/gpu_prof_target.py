@@ -1,9 +1,10 @@
 """ncu target for scripts/gpu_prof.sh: after a warm-up, one profiled call each of the dattn
-forward, the dattn forward+backward and SDPA flash's forward on the op-level shapes of the
-issue-4 benchmark (fp16, H 12, D 64, S 256, c2p|p2c, log buckets). Only the region between
-cudaProfilerStart / Stop is profiled (ncu --profile-from-start off).
+forward, the dattn forward+backward and SDPA flash's forward (+backward unless --no-bwd) on
+the op-level shapes of the issue-4 benchmark (fp16, H 12, D 64, S 256, c2p|p2c, log buckets);
+--nopos adds dattn without position terms (the attention core, comparable with flash). Only
+the region between cudaProfilerStart / Stop is profiled (ncu --profile-from-start off).
 
-    python3 bench/gpu_prof_target.py [--shapes 32x512,2x8192] [--no-bwd] [--no-flash]
+    python3 bench/gpu_prof_target.py [--shapes 32x512,2x8192] [--no-bwd] [--no-flash] [--nopos]
 """
 import argparse
 import sys
@@ -22,6 +23,8 @@ def main() -> int:
     ap.add_argument("--shapes", default="32x512,2x8192", help="comma-separated BxL")
     ap.add_argument("--no-bwd", action="store_true", help="forward only")
     ap.add_argument("--no-flash", action="store_true", help="skip SDPA flash")
+    ap.add_argument("--nopos", action="store_true",
+                    help="also profile dattn without position terms (the attention core alone)")
     a = ap.parse_args()
     flash = torch.nn.attention.SDPBackend.FLASH_ATTENTION
     for shape in a.shapes.split(","):
@@ -32,15 +35,22 @@ def main() -> int:
         pk, pq = (torch.randn(H, 2 * S, D, device="cuda", dtype=torch.float16, generator=g).requires_grad_()
                   for _ in range(2))
         dout = torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
-        qt, kt, vt = (t.detach().transpose(1, 2).contiguous() for t in (q, k, v))
+        qt, kt, vt = (t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+        dt = dout.transpose(1, 2).contiguous()
 
         def once():
             out = ops.attention(q, k, v, pk, pq)
             if not a.no_bwd:
                 torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+            if a.nopos:
+                out = ops.attention(q, k, v)
+                if not a.no_bwd:
+                    torch.autograd.grad(out, (q, k, v), dout)
             if not a.no_flash:
                 with torch.nn.attention.sdpa_kernel(flash):
-                    F.scaled_dot_product_attention(qt, kt, vt)
+                    out = F.scaled_dot_product_attention(qt, kt, vt)
+                    if not a.no_bwd:
+                        torch.autograd.grad(out, (qt, kt, vt), dt)
 
         for _ in range(3):
             once()
