@@ -16,6 +16,11 @@ default before 2026-11-30's gpu-2026-11-30-next run; *_tc3 keys), right after th
 tc3_bitwise: its five gradients equal the default's bit for bit (they must: same
 arithmetic), tc3_speedup = tc3 bwd / default bwd. (Results up to gpu-2026-11-30-next had tc3
 as the default and *_tc3b keys for the lean loop, tc3b_speedup = default / tc3b.)
+And the opt-in tc3p (DATTN_CUDA_BWD=tc3p, timed after tc3: tc3b with P rounded once to fp16 for dV, one MMA per
+fragment instead of the hi + lo pair; *_tc3p keys): tc3p_speedup = default bwd / tc3p bwd (> 1:
+tc3p faster), tc3p_dv_max_rel = max |dv_tc3p - dv_default| / max |dv_default| (the P rounding:
+~1e-4 expected in fp16), tc3p_rest_bitwise: dq, dk, dpk, dpq equal the default's bit for bit
+(they must: only dV changes).
 Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms): nopos
 (no position terms: the backward's attention core alone, comparable with flash), satmost
 (position_buckets 8, max_relative_positions 16, S = 8: almost every tile saturated) and
@@ -102,6 +107,9 @@ def main():
         try:
             t_fb3 = timed(fwdbwd, 5, 15.0)
             g3 = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc3p"
+            t_fbp = timed(fwdbwd, 5, 15.0)
+            gp = grads()
             os.environ["DATTN_CUDA_BWD"] = "tc2"
             t_fb2 = timed(fwdbwd, 5, 15.0)
             g2 = grads()
@@ -112,6 +120,9 @@ def main():
         rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                   for a, b in zip(g2, g0))
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, g0))
+        # grads() order: q, k, v, pk, pq -> dq, dk, dv, dpk, dpq
+        dv_rel = float((gp[2].float() - g0[2].float()).abs().max() / g0[2].float().abs().max().clamp_min(1e-30))
+        rest_bitwise = all(torch.equal(gp[i], g0[i]) for i in (0, 1, 3, 4))
         t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
@@ -136,7 +147,9 @@ def main():
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
                  tc2_max_rel=rel, dattn_fwdbwd_tc3_ms=t_fb3, dattn_bwd_tc3_ms=t_fb3 - t_f,
                  ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / (t_fb - t_f), tc3_bitwise=bitwise,
-                 **diag)
+                 dattn_fwdbwd_tc3p_ms=t_fbp, dattn_bwd_tc3p_ms=t_fbp - t_f, ratio_tc3p=t_fbp / t_fl,
+                 tc3p_speedup=(t_fb - t_f) / (t_fbp - t_f), tc3p_dv_max_rel=dv_rel,
+                 tc3p_rest_bitwise=rest_bitwise, **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
               f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
@@ -146,10 +159,13 @@ def main():
         print(f"     tc3 (first loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
               f"{(t_fb3 - t_f) / (t_fb - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
               f"bitwise equal to the default: {bitwise}", flush=True)
+        print(f"     tc3p (P rounded once for dV): fwd+bwd {t_fbp:9.3f} ms (bwd ~{t_fbp - t_f:8.3f}, "
+              f"speedup {(t_fb - t_f) / (t_fbp - t_f):5.3f}x vs the default); dv max rel diff "
+              f"{dv_rel:.2e}; dq, dk, dpk, dpq bitwise equal: {rest_bitwise}", flush=True)
         print("     bwd by tile kind (ms): " + ", ".join(
             f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
             for n in ("nopos", "satmost", "band256")), flush=True)
-        del g0, g2, g3
+        del g0, g2, g3, gp
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

@@ -37,8 +37,11 @@
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
  * tensor-core path would run; tc3b names the default (the round-3 kernels with the lean
- * tile loop), --same-as NAME (every backward of run() / packed_vs_padded again with
- * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3),
+ * tile loop); tc3p the default with P rounded once to the storage dtype for dv (the dv
+ * check then adds that rounding: TOL_B_DV_P1, tprob_dv_p1_extra in tprob.h; every other
+ * bound unchanged), --same-as NAME (every backward of run() / packed_vs_padded again with
+ * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3;
+ * when exactly one of the two is tc3p, dq, dk, dpk, dpq bitwise equal and dv not compared),
  * --seed N, --verbose.
  */
 #include "ref64.h"
@@ -132,6 +135,11 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     /* (set before the workspace query: the tc2 / tc3 paths size their partials differently) */
     const char *bf = is_bwd ? (x->bforce ? x->bforce : bwd_path) : NULL;
     if (bf) setenv("DATTN_CUDA_BWD", bf, 1);
+    /* tc3p: dv from P rounded once to the storage dtype wherever the round-3 kernels run
+     * (fp16 / bf16, D = 64; elsewhere the same fp32-P paths as the default: the looser bound
+     * there only adds the P-rounding term); the dv check adds that rounding (tprob.h) */
+    if (is_bwd)
+        P->dv_p1 = bf && !strcmp(bf, "tc3p") && P->c.dtype != DATTN_F32 && P->c.D == 64;
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz && !x->no_ws) {
         CK(cudaMalloc(&ws, wsz));
@@ -157,20 +165,26 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
     return st;
 }
 
-/* --same-as: the backward P just ran, again with DATTN_CUDA_BWD=same_as: bitwise equal. */
+/* --same-as: the backward P just ran, again with DATTN_CUDA_BWD=same_as: bitwise equal.
+ * When exactly one of the two paths is tc3p (P rounded once for dv), dq, dk, dpk, dpq are
+ * compared (bitwise equal) and dv is not (each path's dv is checked against ref64). */
 static void same_as_check(tprob *P, devctx *x)
 {
     if (!same_as || use_cpu || x->bforce) return;
     size_t n1 = 0, n2 = 0;
-    unsigned char *b1 = tprob_bwd_bits(P, &n1);
+    const int p1a = bwd_path && !strcmp(bwd_path, "tc3p"), p1b = !strcmp(same_as, "tc3p");
+    const unsigned which = p1a != p1b ? 31u & ~4u : 31u;
+    unsigned char *b1 = tprob_bwd_bits_of(P, which, &n1);
     const char *keep = bwd_path;
+    const int keep_p1 = P->dv_p1;
     bwd_path = same_as;
     const int ok = tprob_bwd(P, 0);
     bwd_path = keep;
+    P->dv_p1 = keep_p1;
     if (ok) {
-        unsigned char *b2 = tprob_bwd_bits(P, &n2);
-        tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: the backward on %s and on %s differ", P->name,
-                 keep ? keep : "the default path", same_as);
+        unsigned char *b2 = tprob_bwd_bits_of(P, which, &n2);
+        tu_check(n1 == n2 && !memcmp(b1, b2, n1), "%s: the backward on %s and on %s differ%s", P->name,
+                 keep ? keep : "the default path", same_as, which != 31u ? " (dq, dk, dpk, dpq)" : "");
         free(b2);
     }
     free(b1);
@@ -433,11 +447,13 @@ static double *grab(const tview *v)
 }
 
 static void cmp_views(const tprob *P, const tview *v, const double *cu, int kind, const double *ref,
-                      const double *mag, const double *smag, const char *what)
+                      const double *mag, const double *smag, const double *p1_sdout, const char *what)
 {
     int64_t n = tview_numel(v), bad = 0;
     for (int64_t e = 0; e < n; e++) {
         double x = tview_get(v, e), tol = 2.0 * tprob_bound(P->c.dtype, P->c.L, kind, ref[e], mag[e], smag[e]);
+        /* (the CUDA side's dv from P rounded once: its bound adds that rounding) */
+        if (p1_sdout) tol += tprob_dv_p1_extra(P->c.dtype, mag[e], p1_sdout[e]);
         if (!(fabs(x - cu[e]) <= tol)) {
             if (bad < 3) printf("  %s[%lld]: CUDA %.9g CPU %.9g (tol %.3g)\n", what, (long long)e, cu[e], x, tol);
             bad++;
@@ -465,20 +481,24 @@ static void cuda_vs_cpu(int32_t dtype, int64_t D, int64_t L, int layout, int mas
         const tview *vs[7] = {&P.out, &P.lse, &P.dq, &P.dk, &P.dv, &P.dpk, &P.dpq};
         double *cu[7];
         for (int t = 0; t < 7; t++) cu[t] = vs[t]->a ? grab(vs[t]) : NULL;
+        double *p1_sd = P.dv_p1 ? tprob_dv_p1_sdout(&P) : NULL;
         P.runner = NULL;
+        P.dv_p1 = 0; /* the CPU backend's dv: fp32 P */
         P.tag = "cpu";
         if (tprob_fwd(&P, 1)) {
-            cmp_views(&P, &P.out, cu[0], p > 0 ? TOL_KIND_OUT_DROP : TOL_KIND_OUT, P.rf[0], P.rf[1], P.rf[2], "out");
+            cmp_views(&P, &P.out, cu[0], p > 0 ? TOL_KIND_OUT_DROP : TOL_KIND_OUT, P.rf[0], P.rf[1], P.rf[2], NULL,
+                      "out");
             /* the backward on the CPU's own forward; compare the gradients */
             if (tprob_bwd(&P, 1)) {
                 static const char *nm[5] = {"dq", "dk", "dv", "dpk", "dpq"};
                 for (int t = 0; t < 5; t++)
                     if (vs[2 + t]->a)
                         cmp_views(&P, vs[2 + t], cu[2 + t], t == 2 ? TOL_KIND_DV : TOL_KIND_DS, P.rb[t],
-                                  P.rb[5 + t], P.rb[10 + t], nm[t]);
+                                  P.rb[5 + t], P.rb[10 + t], t == 2 ? p1_sd : NULL, nm[t]);
             }
         }
         for (int t = 0; t < 7; t++) free(cu[t]);
+        free(p1_sd);
     }
     devctx_free(&x);
     tprob_free(&P);
@@ -673,7 +693,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);

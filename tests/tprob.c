@@ -26,6 +26,27 @@ double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, d
            TOL_UNDERFLOW * fmax(1.0, (double)L);
 }
 
+double tprob_dv_p1_extra(int32_t dtype, double mag, double sdout)
+{
+    return TOL_B_DV_P1 * tu_eps(dtype) * mag + 0.5 * tu_tiny(dtype) * sdout;
+}
+
+double *tprob_dv_p1_sdout(const tprob *P)
+{
+    const int64_t HD = P->c.H * P->c.D, ntok = P->ntok;
+    double *sd = (double *)tu_xcalloc((size_t)(ntok * HD > 0 ? ntok * HD : 1), sizeof(double));
+    for (int64_t b = 0; b < P->c.B; b++) {
+        const int packed = P->c.layout == DATTN_LAYOUT_PACKED;
+        const int64_t t0 = packed ? P->cu[b] : b * P->c.L, t1 = packed ? P->cu[b + 1] : (b + 1) * P->c.L;
+        for (int64_t hd = 0; hd < HD; hd++) {
+            double s = 0.0;
+            for (int64_t t = t0; t < t1; t++) s += fabs(tview_get(&P->dout, t * HD + hd));
+            for (int64_t t = t0; t < t1; t++) sd[t * HD + hd] = s;
+        }
+    }
+    return sd;
+}
+
 double tprob_bound_lse(int64_t L, double ref)
 {
     return TOL_LSE * tu_eps(DATTN_F32) * fmax(1.0, sqrt((double)L / 512.0)) * (1.0 + fabs(ref));
@@ -560,12 +581,18 @@ int tprob_fwd(tprob *P, int check_ref)
 }
 
 static int cmp_grad(tprob *P, const tview *v, int kind, const double *ref, const double *mag,
-                    const double *smag, double *worst)
+                    const double *smag, const double *p1_sdout, double *worst)
 {
     int64_t n = tview_numel(v), bad = 0;
     for (int64_t e = 0; e < n; e++) {
         double got = tview_get(v, e);
         double bound = tprob_bound(P->c.dtype, P->c.L, kind, ref[e], mag[e], smag[e]);
+        if (p1_sdout) {
+            /* (logged: how much of the fp32-P bound alone this dv uses) */
+            const double r0 = fabs(got - ref[e]) / bound;
+            if (r0 > P->worst_dv_fp32p) P->worst_dv_fp32p = r0;
+            bound += tprob_dv_p1_extra(P->c.dtype, mag[e], p1_sdout[e]);
+        }
         if (!within(got, ref[e], bound, worst)) {
             if (bad < 3)
                 printf("  %s[%lld] = %.9g, ref %.9g (|err| %.3g, bound %.3g)\n", v->name,
@@ -599,11 +626,16 @@ int tprob_bwd(tprob *P, int check_ref)
         ref64_grads mg = {m[0], m[1], m[2], m[3], m[4]}, smg = {sm[0], sm[1], sm[2], sm[3], sm[4]};
         ref64_bwd_mag(&P->p, r[0], r[1], r[2], r[3], r[4], &mg, &smg);
     }
+    double *sd = P->dv_p1 ? tprob_dv_p1_sdout(P) : NULL;
     for (int t = 0; t < 5; t++)
         if (outs[t]->a) ok &= cmp_grad(P, outs[t], t == 2 ? TOL_KIND_DV : TOL_KIND_DS, r[t], m[t], sm[t],
-                                       &P->worst_bwd[t]);
+                                       t == 2 ? sd : NULL, &P->worst_bwd[t]);
+    free(sd);
     tu_log("  %s bwd: worst err/bound dq %.3g dk %.3g dv %.3g dpk %.3g dpq %.3g\n", NM(P),
            P->worst_bwd[0], P->worst_bwd[1], P->worst_bwd[2], P->worst_bwd[3], P->worst_bwd[4]);
+    if (P->dv_p1)
+        tu_log("  %s bwd: dv from P rounded once: worst err / (the fp32-P dv bound) %.3g\n", NM(P),
+               P->worst_dv_fp32p);
     return ok;
 }
 
@@ -639,10 +671,16 @@ unsigned char *tprob_fwd_bits(const tprob *P, size_t *n)
     return bits_of(vs, P->p.lse.data ? 2 : 1, n);
 }
 
-unsigned char *tprob_bwd_bits(const tprob *P, size_t *n)
+unsigned char *tprob_bwd_bits(const tprob *P, size_t *n) { return tprob_bwd_bits_of(P, 31u, n); }
+
+unsigned char *tprob_bwd_bits_of(const tprob *P, unsigned which, size_t *n)
 {
-    const tview *vs[5] = {&P->dq, &P->dk, &P->dv, &P->dpk, &P->dpq};
-    return bits_of(vs, 5, n);
+    const tview *all[5] = {&P->dq, &P->dk, &P->dv, &P->dpk, &P->dpq};
+    const tview *vs[5];
+    int k = 0;
+    for (int t = 0; t < 5; t++)
+        if (which >> t & 1u) vs[k++] = all[t];
+    return bits_of(vs, k, n);
 }
 
 /* ------------------------------------------------------------------ shared test pieces */

@@ -73,6 +73,10 @@ typedef struct tprob {
     tarena ws;
     tview q, k, v, pk, pq, mask, out, lse, dout, dq, dk, dv, dpk, dpq;
     double worst_fwd, worst_lse, worst_bwd[5]; /* largest error / tolerance seen */
+    int dv_p1;           /* the last backward computed dv with P rounded once to the storage
+                            dtype (DATTN_CUDA_BWD=tc3p): its dv bound adds that rounding
+                            (TOL_B_DV_P1, tprob_dv_p1_extra); set by the runner */
+    double worst_dv_fp32p; /* dv_p1: largest error / (the dv bound without that term) */
     const char *tag;     /* appended to messages (e.g. the CPU kernel family) */
     tprob_runner runner; /* NULL: dattn_fwd / dattn_bwd on the host */
     void *runner_ctx;
@@ -97,6 +101,8 @@ int tprob_locate(const tprob *P, const void *ptr, size_t *off);
 /* Raw bytes of the outputs, for bitwise comparisons (caller frees). */
 unsigned char *tprob_fwd_bits(const tprob *P, size_t *n);
 unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
+/* The same for a subset of the gradients: bit 0 dq, 1 dk, 2 dv, 3 dpk, 4 dpq. */
+unsigned char *tprob_bwd_bits_of(const tprob *P, unsigned which, size_t *n);
 
 /* The tolerance rule (documented and justified at the top of test_sweep.c): the largest
  * |got - ref| allowed for one element of out (TOL_KIND_OUT), dv (TOL_KIND_DV) or
@@ -107,6 +113,9 @@ unsigned char *tprob_bwd_bits(const tprob *P, size_t *n);
 #define TOL_B_OUT_DROP 0.5 /* out with dropout: the worst case of one rounding of each kept
                               p / (1 - p) to the storage dtype (u = eps / 2 per term) */
 #define TOL_B_DV 0.125  /* dv */
+#define TOL_B_DV_P1 0.5 /* dv from P rounded once to the storage dtype (tc3p), added to the
+                           dv bound: u = eps / 2 per term p_ij kd_ij |dout_i| (see
+                           tprob_dv_p1_extra) */
 #define TOL_B_DS 0.5    /* dq, dk, dpk, dpq: out re-read in the storage dtype for D_i */
 #define TOL_F32 4.0     /* x max(1, sqrt(L / 512)) * eps(fp32) * smag: fp32 rounding floor */
 #define TOL_UNDERFLOW 0x1p-124 /* 4 * FLT_MIN per summed term (x max(1, L)): fp32
@@ -116,6 +125,20 @@ double tprob_fp32_floor(int64_t L); /* TOL_F32 * max(1, sqrt(L / 512)) */
 enum { TOL_KIND_OUT, TOL_KIND_DV, TOL_KIND_DS, TOL_KIND_OUT_DROP };
 double tprob_bound(int32_t dtype, int64_t L, int kind, double ref, double mag, double smag);
 double tprob_bound_lse(int64_t L, double ref);
+/* What rounding each p_ij kd_ij of a dv sum once to the storage dtype adds to the dv bound
+ * (kernels that feed P . dout to the tensor cores in the storage dtype, as FlashAttention
+ * and transformers' eager path do; dattn's default splits P into hi + lo parts instead).
+ * Round to nearest: |fl(x) - x| <= u |x| for |x| >= nmin (the smallest normal), and <= the
+ * half spacing of the subnormals u nmin = tiny / 2 below it, u = eps / 2. Summed over the
+ * terms of dv_jd = sum_i fl(p_ij kd_ij) dout_id:
+ *   extra = TOL_B_DV_P1 eps mag + tiny / 2 * sdout,
+ * mag = sum_i p_ij kd_ij |dout_id| (ref64: the dv magnitude), sdout = sum_i |dout_id| over
+ * every row i of the sequence (a bound on the sum over the subnormal terms). Derived, not
+ * fitted; the kernel's fp32 p differs from the float64 one by what the fp32 floor of the
+ * dv bound already covers. */
+double tprob_dv_p1_extra(int32_t dtype, double mag, double sdout);
+/* sdout for every element of dv ([tokens][H][D], the dv / dout element order): caller frees. */
+double *tprob_dv_p1_sdout(const tprob *P);
 
 const char *tu_mask_name(int m);
 const char *tu_variant_name(int v);

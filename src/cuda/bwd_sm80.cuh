@@ -42,6 +42,11 @@
  * saturated column-side rows staged once per row block (OFF_TS, fp32), the dropout test
  * hoisted out of the P / dS loop, and (dq kernel) dP before the saturated-constant barrier.
  *
+ * tc3p (V3 = 3, bwd_tc3p_d64.cu, opt-in DATTN_CUDA_BWD=tc3p): tc3b whose dkdv kernel rounds P
+ * once to the storage dtype for dV (one MMA per fragment; tc3b's hi + lo parts keep dV at
+ * fp32-P accuracy with two). dQ, dK and the table gradients are bitwise tc3b's; dV is what
+ * FlashAttention and transformers' eager path compute (P in the storage dtype times dO).
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -389,6 +394,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     typedef bwd_geom<D, BN, V3> G;
     /* tc3b (V3 == 2): the lean tile loop, the same arithmetic as tc3 (bitwise) */
     constexpr int LN = V3 >= 2;
+    /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
+    constexpr int P1 = V3 >= 3;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -933,9 +940,13 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             }
             if (KV) {
                 /* P as hi + lo storage-dtype parts: dv as accurate as with fp32 P (the P
-                 * rounding alone would use more than the tests' dv bound) */
+                 * rounding alone would use more than the tests' dv bound). Each W fragment
+                 * is loaded once for both parts: ptxas merges the second ldmatrix of the
+                 * same address (8 per tile, not 16, in the SASS of tc3 / tc3b).
+                 * tc3p (P1): the hi part alone, i.e. P rounded once to the storage dtype,
+                 * as FlashAttention and transformers' eager path compute P V */
 #pragma unroll
-                for (int part = 0; part < 2; part++) {
+                for (int part = 0; part < (P1 ? 1 : 2); part++) {
                     uint32_t pp[4];
 #pragma unroll
                     for (int q = 0; q < 4; q++) {
