@@ -3,7 +3,7 @@
 # compiled with -lineinfo), then runs bench/gpu_prof_target.py under ncu and writes under
 # $OUT: details.txt (every section, text), summary.txt (one line per kernel: time, issue
 # rate, occupancy, top stall), source.csv (per-SASS-line stall samples of the dattn
-# kernels, from the SourceCounters section) and prof.ncu-rep (open in the Nsight Compute
+# kernels and of SDPA flash's forward / backward kernels, from the SourceCounters section) and prof.ncu-rep (open in the Nsight Compute
 # GUI, source view with the CUDA lines). Clocks are locked by ncu (base clock): compare
 # ratios, not times.
 #
@@ -30,7 +30,7 @@ ncu --profile-from-start off -k "regex:${KERNELS:-dattn_fwd|dattn_bwd|flash}" \
   --section SourceCounters --import-source yes -f -o "$OUT/prof" \
   python3 bench/gpu_prof_target.py "$@" >"$OUT/ncu.log" 2>&1 || { tail -20 "$OUT/ncu.log"; exit 1; }
 ncu --import "$OUT/prof.ncu-rep" --print-details all >"$OUT/details.txt" 2>&1
-ncu --import "$OUT/prof.ncu-rep" --page source --csv --print-source sass -k "regex:dattn_" \
+ncu --import "$OUT/prof.ncu-rep" --page source --csv --print-source sass -k "regex:dattn_|flash_bwd|flash_fwd" \
   >"$OUT/source.csv" 2>&1 || echo "(no source page: $(tail -1 "$OUT/source.csv"))"
 python3 - "$OUT/details.txt" <<'PY' | tee "$OUT/summary.txt"
 import re, sys

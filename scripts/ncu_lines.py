@@ -90,7 +90,7 @@ def read_csv(path):
         for r in k["rows"]:
             d = {"off": int(r[0], 16) - base, "text": r[1].strip()}
             for h, i in col.items():
-                if i >= 2:
+                if 2 <= i < len(r):
                     try:
                         d[h] = float(r[i])
                     except ValueError:
