@@ -25,14 +25,21 @@ backward (tc3b at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with
        single run sums 16 sequences where each rank sums 8 and the all-reduce adds the
        two; GEMMs of different M may also block differently (cuBLAS heuristics), which
        changes the activations' roundings, and these differences compound through the
-       layers. Measured on CPU/gloo (oneDNN bf16 GEMMs): max rel 2.3e-3 (tiny) and 4.1e-3
-       (v3-small shape, G=16, L=128) in bf16, 3.9e-4 (tiny) in fp16; the defaults give
-       >= 10x margin and stay far below what a DDP bug produces (a missing or doubled rank,
-       a wrong shard, un-averaged gradients: rel >= 0.3).
-   fp16: both sides backpropagate loss * --loss-scale (default 2^10, a power of two, so
-   scaling and unscaling are exact: the comparison sees the same fp16 gradient values a
-   GradScaler step would, without a dynamic scale that could differ or skip a step);
-   gradients are divided by the scale before comparing and a non-finite one fails.
+       layers. Measured on CPU/gloo (oneDNN GEMMs), max rel over parameters: bf16 4.1e-3,
+       6.8e-3, 4.0e-3 (tiny, three init/data seeds), 6.3e-3 (v3-small shape, G=16, L=128);
+       fp16 4.7e-4, 1.0e-3, 4.6e-4 (tiny, loss scale 2^16; the full shape's fp16 GEMMs are
+       too slow on this CPU). The defaults leave >= 7x (bf16) and >= 10x (fp16) margin for
+       cuBLAS's different blockings and stay far below what a DDP bug produces: summed
+       instead of averaged gradients give rel = 1, one rank's half batch instead of the
+       whole one rel 0.61-1.34 over the parameters (tiny, CPU, fp32).
+   fp16: both sides backpropagate loss * --loss-scale (default 2^16, GradScaler's initial
+   scale; a power of two, so scaling and unscaling are exact), and the gradients are
+   divided by it before comparing; a non-finite gradient fails the gate. A fixed scale
+   rather than a GradScaler keeps both sides on the same scale with no skipped step. It
+   must be large: the DDP side's per-sample upstream gradients are 2x the single side's,
+   exact only for normal fp16 numbers, and small scales push the small ones into fp16's
+   subnormal range where the two round differently (tiny: 3.2e-3 at 2^10, 7.9e-4 at
+   2^12, 4.7e-4 at 2^16).
 2. Training, dropout on (hidden and attention 0.1): --steps (40) DDP steps with AdamW on
    one fixed global batch (fp16: torch.amp.GradScaler, as users train; bf16: no scaler);
    pass when the mean loss of the last 3 steps is below 0.8x that of the first 3, and the
