@@ -56,6 +56,31 @@ def test_ddp_check_gloo_two_processes(tmp_path):
     assert r["ok"] and r["world_size"] == 2
     assert r["grad_check"]["max_rel"] <= 1e-5 and r["grad_check"]["n_params"] > 10
     assert r["env"]["NCCL_NVLS_ENABLE"] == "0"
+    assert r["autocast"] == "none" and r["gates"]["dattn_dtype"]
+    assert r["dattn_dtypes_seen"]["train"] == {"fwd": ["float32"], "bwd": ["float32"]}
+
+
+def test_ddp_check_gloo_bf16_autocast(tmp_path):
+    """--autocast bf16 on the CPU: every dattn forward and backward (grad check, both
+    sides, and training) sees bf16 q, the gradients agree within the bf16 tolerance but
+    not to fp32 precision (so autocast really changed the arithmetic), and the fast-path
+    gate is only applied on CUDA."""
+    out = tmp_path / "ddp_bf16.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ddp_check.py"), "--backend", "gloo",
+                        "--tiny", "--autocast", "bf16", "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["ok"] and r["autocast"] == "bf16" and r["tol"] == 5e-2
+    for phase in ("grad_ddp", "grad_single", "train"):
+        assert r["dattn_dtypes_seen"][phase] == {"fwd": ["bfloat16"], "bwd": ["bfloat16"]}, phase
+    assert 1e-5 < r["grad_check"]["max_rel"] <= 5e-2
+    assert not r["grad_check"]["nonfinite"]
+    assert "fast_bwd" not in r["gates"] and r["fast_bwd"]["why_not"] == "not on CUDA"
+    assert set(r["gates"]) == {"grads_match", "loss_decreased", "ranks_in_sync", "dattn_ran",
+                               "dattn_dtype"}
 
 
 def _train_bench():
