@@ -389,6 +389,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     typedef bwd_geom<D, BN, V3> G;
     /* tc3b (V3 == 2): the lean tile loop, the same arithmetic as tc3 (bitwise) */
     constexpr int LN = V3 >= 2;
+    /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
+    constexpr int SK = V3 == 5;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -706,13 +708,43 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             const uint16_t *pr = tch + (int64_t)st * tc_ss;
             /* (tc3b: the fp32 copy of the row in shared memory, one pass) */
             const float *prf = (const float *)(smem + G::OFF_TS) + (cls == DATTN_CLS_SATP ? 0 : D);
-            for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
+            if constexpr (SK) {
+                /* tc3k: all four warps. Column y = 8 w + (lane & 7), d quarter q = lane >> 3
+                 * (D / 32 16-byte chunks of the swizzled Y row: the 8 lanes of a phase read 8
+                 * rows at distinct swizzled chunks, and one broadcast of the fp32 row), one
+                 * (D / 4)-deep FFMA chain per lane; the quarters are summed by two xor shuffles:
+                 * every lane of the column gets (a_q + a_q^1) + (a_q^2 + a_q^3), the same bits
+                 * for every q (fp32 addition commutes), and the lane of quarter 0 stores it */
+                static_assert(!SK || (BN == 8 * G::NW && D % 32 == 0), "tc3k column split");
+                const int y = 8 * w + (lane & 7), q = lane >> 3;
+                const char *yrow = smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB;
                 float acc = 0.f;
-                for (int d = 0; d < D; d++) {
-                    const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
-                    acc = fmaf(h2f<BF>(v), LN ? prf[d] : h2f<BF>(pr[d]), acc);
+#pragma unroll
+                for (int k = 0; k < D / 32; k++) {
+                    const int ch = (D / 32) * q + k;
+                    const uint4 u = *(const uint4 *)(yrow + swz<D>(y, ch));
+                    const float4 t0 = *(const float4 *)(prf + 8 * ch), t1 = *(const float4 *)(prf + 8 * ch + 4);
+                    acc = fmaf(h2f<BF>((uint16_t)u.x), t0.x, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.x >> 16)), t0.y, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.y), t0.z, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.y >> 16)), t0.w, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.z), t1.x, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.z >> 16)), t1.y, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.w), t1.z, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.w >> 16)), t1.w, acc);
                 }
-                sps[y] = acc;
+                acc += __shfl_xor_sync(0xffffffffu, acc, 8);
+                acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+                if (q == 0) sps[y] = acc;
+            } else {
+                for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
+                    float acc = 0.f;
+                    for (int d = 0; d < D; d++) {
+                        const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
+                        acc = fmaf(h2f<BF>(v), LN ? prf[d] : h2f<BF>(pr[d]), acc);
+                    }
+                    sps[y] = acc;
+                }
             }
             if constexpr (DPE) dpmma();
             __syncthreads();
