@@ -27,7 +27,13 @@ Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms
 band256 (no buckets, max_relative_positions 256, S = 256: band tiles for |i - j| < 256,
 with 128 x 128 tiles ~88% of them at L512, ~29% at L2048, ~8% at L8192). All three run on the tensor-core
 backward (S <= 256, S % 8 == 0). They split the backward's time into its core, the
-saturated-tile and the band-tile work, as gpu_bench.py does for the forward. (The first
+saturated-tile and the band-tile work, as gpu_bench.py does for the forward.
+tc3k (DATTN_CUDA_BWD=tc3k, opt-in): tc3b with the saturated column constants summed by all
+four warps; *_tc3k keys, tc3k_speedup = default bwd / tc3k bwd, tc3k_max_rel = per gradient
+(dq, dk, dv, dpk, dpq) max |g_tc3k - g_default| / max |g_default| (not bitwise: the constants'
+summation order differs), and the nopos / satmost diagnostics again on tc3k
+(dattn_<diag>_tc3k_{fwdbwd,bwd}_ms, bwd = fwdbwd - the default's diagnostic fwd), so that
+satmost - nopos can be compared for both paths. (The first
 version of these diagnostics, in gpu-2026-11-30-next, used S = 4 and S = L: both outside the
 tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparable.)
 
@@ -113,6 +119,9 @@ def main():
             os.environ["DATTN_CUDA_BWD"] = "tc2"
             t_fb2 = timed(fwdbwd, 5, 15.0)
             g2 = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc3k"
+            t_fbk = timed(fwdbwd, 5, 15.0)
+            gk = grads()
         finally:
             os.environ.pop("DATTN_CUDA_BWD", None)
             if old is not None:
@@ -123,6 +132,8 @@ def main():
         # grads() order: q, k, v, pk, pq -> dq, dk, dv, dpk, dpq
         dv_rel = float((gp[2].float() - g0[2].float()).abs().max() / g0[2].float().abs().max().clamp_min(1e-30))
         rest_bitwise = all(torch.equal(gp[i], g0[i]) for i in (0, 1, 3, 4))
+        relk = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                for a, b in zip(gk, g0)]
         t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
@@ -142,6 +153,15 @@ def main():
             df, dfb = timed(dfwd, 10, 3.0), timed(dfwdbwd, 5, 10.0)
             diag.update({f"dattn_{name}_fwd_ms": df, f"dattn_{name}_fwdbwd_ms": dfb,
                          f"dattn_{name}_bwd_ms": dfb - df})
+            if name in ("nopos", "satmost"):
+                os.environ["DATTN_CUDA_BWD"] = "tc3k"
+                try:
+                    dfbk = timed(dfwdbwd, 5, 10.0)
+                finally:
+                    os.environ.pop("DATTN_CUDA_BWD", None)
+                    if old is not None:
+                        os.environ["DATTN_CUDA_BWD"] = old
+                diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
@@ -149,7 +169,11 @@ def main():
                  ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / (t_fb - t_f), tc3_bitwise=bitwise,
                  dattn_fwdbwd_tc3p_ms=t_fbp, dattn_bwd_tc3p_ms=t_fbp - t_f, ratio_tc3p=t_fbp / t_fl,
                  tc3p_speedup=(t_fb - t_f) / (t_fbp - t_f), tc3p_dv_max_rel=dv_rel,
-                 tc3p_rest_bitwise=rest_bitwise, **diag)
+                 tc3p_rest_bitwise=rest_bitwise,
+                 dattn_fwdbwd_tc3k_ms=t_fbk, dattn_bwd_tc3k_ms=t_fbk - t_f, ratio_tc3k=t_fbk / t_fl,
+                 tc3k_speedup=(t_fb - t_f) / (t_fbk - t_f),
+                 tc3k_max_rel=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relk)),
+                 **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
               f"(bwd ~{t_fb - t_f:8.3f}); flash fwd+bwd {t_fl:7.3f} ms; ratio {t_fb / t_fl:6.1f}x",
@@ -162,10 +186,19 @@ def main():
         print(f"     tc3p (P rounded once for dV): fwd+bwd {t_fbp:9.3f} ms (bwd ~{t_fbp - t_f:8.3f}, "
               f"speedup {(t_fb - t_f) / (t_fbp - t_f):5.3f}x vs the default); dv max rel diff "
               f"{dv_rel:.2e}; dq, dk, dpk, dpq bitwise equal: {rest_bitwise}", flush=True)
+        print(f"     tc3k (4-warp sat consts): fwd+bwd {t_fbk:9.3f} ms (bwd ~{t_fbk - t_f:8.3f}, "
+              f"speedup {(t_fb - t_f) / (t_fbk - t_f):5.3f}x over the default's); ratio {t_fbk / t_fl:6.1f}x; "
+              "max rel diff vs default " + " ".join(f"{n} {x:.1e}" for n, x in
+                                                     zip(("dq", "dk", "dv", "dpk", "dpq"), relk)), flush=True)
         print("     bwd by tile kind (ms): " + ", ".join(
             f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
             for n in ("nopos", "satmost", "band256")), flush=True)
-        del g0, g2, g3, gp
+        sd, sk = (diag["dattn_satmost_bwd_ms"] - diag["dattn_nopos_bwd_ms"],
+                  diag["dattn_satmost_tc3k_bwd_ms"] - diag["dattn_nopos_tc3k_bwd_ms"])
+        print(f"     tc3k by tile kind (ms): nopos {diag['dattn_nopos_tc3k_bwd_ms']:.3f}, satmost "
+              f"{diag['dattn_satmost_tc3k_bwd_ms']:.3f}; satmost - nopos {sk:.3f} (default {sd:.3f})",
+              flush=True)
+        del g0, g2, g3, gp, gk
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

@@ -136,6 +136,12 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3p --quick" 120 build/tests/test_cuda_bwd --path tc3p --same-as tc3b --quick
   else step "test_cuda_bwd --path tc3p" 300 build/tests/test_cuda_bwd --path tc3p --same-as tc3b; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # tc3k (DATTN_CUDA_BWD=tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants
+  # summed by all four warps (a different summation order: not bitwise tc3b, so no --same-as;
+  # every case against ref64, packed == padded bitwise and the determinism cases on tc3k)
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3k --quick" 120 build/tests/test_cuda_bwd --path tc3k --quick
+  else step "test_cuda_bwd --path tc3k" 300 build/tests/test_cuda_bwd --path tc3k; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
@@ -168,10 +174,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     done
   done
   # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there),
-  # the round-3 ones with their first tile loop (tc3; the default is tc3b) and with P rounded
-  # once for dv (tc3p)
+  # the round-3 ones with their first tile loop (tc3; the default is tc3b), with P rounded
+  # once for dv (tc3p) and with the saturated column constants on four warps (tc3k)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3p; do
+    for pth in tc2 tc3 tc3p tc3k; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

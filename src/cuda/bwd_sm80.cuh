@@ -47,6 +47,11 @@
  * fp32-P accuracy with two). dQ, dK and the table gradients are bitwise tc3b's; dV is what
  * FlashAttention and transformers' eager path compute (P in the storage dtype times dO).
  *
+ * tc3k (V3 = 5, bwd_tc3k_d64.cu, opt-in DATTN_CUDA_BWD=tc3k): tc3b with the saturated column
+ * constants summed by all four warps (16-deep FFMA chains + two xor shuffles, fixed order:
+ * deterministic, not bitwise tc3b) and, in the dkdv kernel, the column facts' raw lse / D_i
+ * prefetched by cp.async with the next tile's Q / dO (OFF_CR).
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -113,7 +118,10 @@ struct bwd_geom {
     /* tc3b (V3 == 2, the lean tile loop): the column-side table's two saturated rows as
      * fp32 [2][D] (sat_hi, sat_lo), read by the saturated column constants of every tile */
     static constexpr int OFF_TS = OFF_TAB + DATTN_ALIGN128(DATTN_CUDA_TAB_MAX * 2);
-    static constexpr int OFF_C = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
+    /* tc3k (V3 == 5): the raw lse / D_i of the dkdv kernel's next column tile, [2][BN] fp32
+     * (cp.async with the tile's Q / dO; lane y of warp 0 copies and reads column y) */
+    static constexpr int OFF_CR = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
+    static constexpr int OFF_C = OFF_CR + (V3 == 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -395,7 +403,9 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3b (V3 == 2): the lean tile loop, the same arithmetic as tc3 (bitwise) */
     constexpr int LN = V3 >= 2;
     /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
-    constexpr int P1 = V3 >= 3;
+    constexpr int P1 = V3 == 3;
+    /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
+    constexpr int SK = V3 == 5;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -549,6 +559,19 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     const int n_end = (KV || anyrow) ? (len + BN - 1) / BN : 0;
     /* tc3b: this thread's Y / W sources of column tile 0 (bwd_load2_ln) */
     const uint16_t *ythr = yb + (int64_t)lrow * y_sl + lch * 8, *wthr = wb + (int64_t)lrow * w_sl + lch * 8;
+    /* tc3k, dkdv kernel: the raw lse / D_i of column tile n0c (lanes y < BN of warp 0, column
+     * n0c + y; zeros past len), cp.async with the tile's Q / dO: the tile's column facts then
+     * come from shared memory instead of an L2 round trip while the other warps wait */
+    constexpr int CFP = SK && KV;
+    const uint32_t scr = smem_u32(smem + G::OFF_CR);
+    auto cfetch = [&](const int n0c) {
+        if (tid < BN) {
+            const int i = n0c + tid, ok = i < len, ii = ok ? i : 0;
+            cp_async4(scr + 4 * tid, a.lse + (int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + ii) * a.l_sl,
+                      ok ? 4 : 0);
+            cp_async4(scr + 4 * (BN + tid), A.di + ws_row(A, b, h, tok0, ii), ok ? 4 : 0);
+        }
+    };
     for (int n = 0; n < n_end; n++) {
         const int n0 = n * BN;
         /* Y, W of tile n: buffer n & 1 (tile n + 1's copies start once tile n's landed) */
@@ -559,6 +582,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         if (!PF || n == 0) {
             if constexpr (LN) bwd_load2_ln<D, BN>(sY, ythr, y_sl, sW, wthr, w_sl, lnoff, n0, len);
             else bwd_load_yw<D, BN>(sY, yb, y_sl, wb, w_sl, n0, len);
+            if constexpr (CFP) cfetch(n0);
         }
         const int rlo = m0 - n0 - BN + 1; /* smallest row-frame r' of the tile */
         int cls = DATTN_CLS_PLAIN;
@@ -637,7 +661,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         /* dropout keep bits of the warp's block (while the loads fly) */
         /* (parked in shared memory: a register held across S and dP spills the dkdv kernel) */
         if (DROP && a.drop_thr) skb[tid] = bwd_keep_bits<G::NB, KV>(a, bh, m0 + wr0, n0);
-        if (KV) {
+        if (KV && !CFP) {
             /* column facts (tc3b: one pass, y = tid < BN) */
             auto colfact = [&](const int y) {
                 const int i = n0 + y;
@@ -675,14 +699,31 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             const int lim = len - n0;
             vbits = lim >= 64 ? ~0ull : ((1ull << lim) - 1ull);
         }
+        /* tc3k, dkdv kernel: the column flags (the mask byte is still a load, issued before the
+         * wait) */
+        int cff = 0;
+        if (CFP && tid < BN) {
+            const int i = n0 + tid;
+            if (i < len) cff = (!mrow || mrow[(int64_t)i * a.m_sl] != 0) ? 1 : a.hf ? 2 : 0;
+        }
         cp_async_commit();
         cp_async_wait_all();
+        if (CFP && tid < BN) {
+            /* the raw lse / D_i this lane copied (its own cp.async, complete after its wait):
+             * the same column facts as tc3b's, bit for bit (lse * log2 e rounded once) */
+            const float *cr = (const float *)(smem + G::OFF_CR);
+            scf[tid] = cff;
+            scl[tid] = cff == 1 ? cr[tid] * L2E : __int_as_float(0x7f800000);
+            scd[tid] = cff == 1 ? cr[BN + tid] : 0.f;
+        }
         __syncthreads();
         /* prefetch tile n + 1's Y, W into the other buffer (tile n - 1's, consumed) */
         if (PF && n + 1 < n_end) {
             const uint32_t sYn = sY0 + (uint32_t)(((n + 1) & 1) * G::YWB);
             if constexpr (LN) bwd_load2_ln<D, BN>(sYn, ythr, y_sl, sYn + BN * G::RB, wthr, w_sl, lnoff, n0 + BN, len);
             else bwd_load_yw<D, BN>(sYn, yb, y_sl, wb, w_sl, n0 + BN, len);
+            /* (tc3k: the lanes that read this tile's raw facts above overwrite them) */
+            if constexpr (CFP) cfetch(n0 + BN);
             cp_async_commit();
         }
 
@@ -713,13 +754,43 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             const uint16_t *pr = tch + (int64_t)st * tc_ss;
             /* (tc3b: the fp32 copy of the row in shared memory, one pass) */
             const float *prf = (const float *)(smem + G::OFF_TS) + (cls == DATTN_CLS_SATP ? 0 : D);
-            for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
+            if constexpr (SK) {
+                /* tc3k: all four warps. Column y = 8 w + (lane & 7), d quarter q = lane >> 3
+                 * (D / 32 16-byte chunks of the swizzled Y row: the 8 lanes of a phase read 8
+                 * rows at distinct swizzled chunks, and one broadcast of the fp32 row), one
+                 * (D / 4)-deep FFMA chain per lane; the quarters are summed by two xor shuffles:
+                 * every lane of the column gets (a_q + a_q^1) + (a_q^2 + a_q^3), the same bits
+                 * for every q (fp32 addition commutes), and the lane of quarter 0 stores it */
+                static_assert(!SK || (BN == 8 * G::NW && D % 32 == 0), "tc3k column split");
+                const int y = 8 * w + (lane & 7), q = lane >> 3;
+                const char *yrow = smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB;
                 float acc = 0.f;
-                for (int d = 0; d < D; d++) {
-                    const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
-                    acc = fmaf(h2f<BF>(v), LN ? prf[d] : h2f<BF>(pr[d]), acc);
+#pragma unroll
+                for (int k = 0; k < D / 32; k++) {
+                    const int ch = (D / 32) * q + k;
+                    const uint4 u = *(const uint4 *)(yrow + swz<D>(y, ch));
+                    const float4 t0 = *(const float4 *)(prf + 8 * ch), t1 = *(const float4 *)(prf + 8 * ch + 4);
+                    acc = fmaf(h2f<BF>((uint16_t)u.x), t0.x, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.x >> 16)), t0.y, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.y), t0.z, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.y >> 16)), t0.w, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.z), t1.x, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.z >> 16)), t1.y, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)u.w), t1.z, acc);
+                    acc = fmaf(h2f<BF>((uint16_t)(u.w >> 16)), t1.w, acc);
                 }
-                sps[y] = acc;
+                acc += __shfl_xor_sync(0xffffffffu, acc, 8);
+                acc += __shfl_xor_sync(0xffffffffu, acc, 16);
+                if (q == 0) sps[y] = acc;
+            } else {
+                for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
+                    float acc = 0.f;
+                    for (int d = 0; d < D; d++) {
+                        const uint16_t v = *(const uint16_t *)(smem + G::OFF_Y + (PF ? n & 1 : 0) * G::YWB + swz<D>(y, d >> 3) + (d & 7) * 2);
+                        acc = fmaf(h2f<BF>(v), LN ? prf[d] : h2f<BF>(pr[d]), acc);
+                    }
+                    sps[y] = acc;
+                }
             }
             if constexpr (DPE) dpmma();
             __syncthreads();

@@ -3,7 +3,9 @@
  * bwd_sm80_d128.cu / bwd_tc3_d64.cu (one translation unit per variant keeps the build
  * parallel). DATTN_BWD_V3 = 1 (tc3): the sliding C window, two CTAs per SM; PFX tc3.
  * DATTN_BWD_V3 = 2 (tc3b, bwd_tc3b_d64.cu): tc3 with the lean tile loop; PFX tc3b.
- * DATTN_BWD_V3 = 3 (tc3p, bwd_tc3p_d64.cu): tc3b with P rounded once for dV; PFX tc3p. */
+ * DATTN_BWD_V3 = 3 (tc3p, bwd_tc3p_d64.cu): tc3b with P rounded once for dV; PFX tc3p.
+ * DATTN_BWD_V3 = 5 (tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants on
+ * all four warps; PFX tc3k. */
 #include "bwd_sm80.cuh"
 
 #include <cuda_runtime.h>
@@ -11,7 +13,10 @@
 #ifndef DATTN_BWD_V3
 #define DATTN_BWD_V3 0
 #endif
-#if DATTN_BWD_V3 >= 3
+#if DATTN_BWD_V3 == 5
+#define DATTN_BWD_PFX tc3k
+#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
+#elif DATTN_BWD_V3 == 3
 #define DATTN_BWD_PFX tc3p
 #define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 >= 2
