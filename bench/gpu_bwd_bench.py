@@ -16,6 +16,12 @@ default before 2026-11-30's gpu-2026-11-30-next run; *_tc3 keys), right after th
 tc3_bitwise: its five gradients equal the default's bit for bit (they must: same
 arithmetic), tc3_speedup = tc3 bwd / default bwd. (Results up to gpu-2026-11-30-next had tc3
 as the default and *_tc3b keys for the lean loop, tc3b_speedup = default / tc3b.)
+Also timed: tc3b with the run-sum scatter of log-zone band tiles (DATTN_CUDA_BWD=tc3s, opt-in;
+*_tc3s keys): tc3s_speedup = default bwd / tc3s bwd, tc3s_max_rel = per gradient (dq, dk, dv,
+dpk, dpq) max |g_tc3s - g_default| / max |g_default| (not bitwise: tc3s rounds the slot sums
+C less often), and the band256 diagnostic again on tc3s (dattn_band256_tc3s_{fwdbwd,bwd}_ms):
+'default - band256' of each path is the cost of the log buckets' collisions (the serial
+scatter passes on tc3b).
 Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms): nopos
 (no position terms: the backward's attention core alone, comparable with flash), satmost
 (position_buckets 8, max_relative_positions 16, S = 8: almost every tile saturated) and
@@ -105,6 +111,9 @@ def main():
             os.environ["DATTN_CUDA_BWD"] = "tc2"
             t_fb2 = timed(fwdbwd, 5, 15.0)
             g2 = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc3s"
+            t_fb3s = timed(fwdbwd, 5, 15.0)
+            g3s = grads()
         finally:
             os.environ.pop("DATTN_CUDA_BWD", None)
             if old is not None:
@@ -112,6 +121,8 @@ def main():
         rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                   for a, b in zip(g2, g0))
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, g0))
+        rel3s = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                 for a, b in zip(g3s, g0)]
         t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
@@ -131,11 +142,22 @@ def main():
             df, dfb = timed(dfwd, 10, 3.0), timed(dfwdbwd, 5, 10.0)
             diag.update({f"dattn_{name}_fwd_ms": df, f"dattn_{name}_fwdbwd_ms": dfb,
                          f"dattn_{name}_bwd_ms": dfb - df})
+            if name == "band256":
+                os.environ["DATTN_CUDA_BWD"] = "tc3s"
+                try:
+                    dfb3s = timed(dfwdbwd, 5, 10.0)
+                finally:
+                    os.environ.pop("DATTN_CUDA_BWD", None)
+                    if old is not None:
+                        os.environ["DATTN_CUDA_BWD"] = old
+                diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
                  tc2_max_rel=rel, dattn_fwdbwd_tc3_ms=t_fb3, dattn_bwd_tc3_ms=t_fb3 - t_f,
                  ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / (t_fb - t_f), tc3_bitwise=bitwise,
+                 dattn_fwdbwd_tc3s_ms=t_fb3s, dattn_bwd_tc3s_ms=t_fb3s - t_f, ratio_tc3s=t_fb3s / t_fl,
+                 tc3s_speedup=(t_fb - t_f) / (t_fb3s - t_f), tc3s_max_rel=rel3s,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -146,10 +168,17 @@ def main():
         print(f"     tc3 (first loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
               f"{(t_fb3 - t_f) / (t_fb - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
               f"bitwise equal to the default: {bitwise}", flush=True)
+        print(f"     tc3s (run-sum scatter): fwd+bwd {t_fb3s:9.3f} ms (bwd ~{t_fb3s - t_f:8.3f}, "
+              f"speedup {(t_fb - t_f) / (t_fb3s - t_f):5.3f}x over the default); ratio {t_fb3s / t_fl:6.1f}x; "
+              "max rel diff vs default dq/dk/dv/dpk/dpq " + " ".join(f"{x:.2e}" for x in rel3s), flush=True)
+        print(f"     default - band256 bwd: default {t_fb - t_f - diag['dattn_band256_bwd_ms']:.3f} ms, "
+              f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
+              f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
+              flush=True)
         print("     bwd by tile kind (ms): " + ", ".join(
             f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
             for n in ("nopos", "satmost", "band256")), flush=True)
-        del g0, g2, g3
+        del g0, g2, g3, g3s
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

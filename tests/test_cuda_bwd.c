@@ -37,7 +37,7 @@
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
  * tensor-core path would run; tc3b names the default (the round-3 kernels with the lean
- * tile loop), --same-as NAME (every backward of run() / packed_vs_padded again with
+ * tile loop); tc3s is tc3b with the run-sum scatter of log-zone band tiles), --same-as NAME (every backward of run() / packed_vs_padded again with
  * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3),
  * --seed N, --verbose.
  */
@@ -673,7 +673,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3s", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);

@@ -2,7 +2,8 @@
  * their host launcher dattn_launch_bwd_<PFX>_d<D>. Included by bwd_sm80_d64.cu /
  * bwd_sm80_d128.cu / bwd_tc3_d64.cu (one translation unit per variant keeps the build
  * parallel). DATTN_BWD_V3 = 1 (tc3): the sliding C window, two CTAs per SM; PFX tc3.
- * DATTN_BWD_V3 = 2 (tc3b, bwd_tc3b_d64.cu): tc3 with the lean tile loop; PFX tc3b. */
+ * DATTN_BWD_V3 = 2 (tc3b, bwd_tc3b_d64.cu): tc3 with the lean tile loop; PFX tc3b.
+ * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
 #include <cuda_runtime.h>
@@ -10,7 +11,10 @@
 #ifndef DATTN_BWD_V3
 #define DATTN_BWD_V3 0
 #endif
-#if DATTN_BWD_V3 >= 2
+#if DATTN_BWD_V3 == 4
+#define DATTN_BWD_PFX tc3s
+#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
+#elif DATTN_BWD_V3 >= 2
 #define DATTN_BWD_PFX tc3b
 #define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3

@@ -60,7 +60,10 @@
  *           table-gradient partial groups);
  *   tc3     the round-3 kernels with the first tile loop (bwd_tc3_d64.cu; the previous
  *           default, bitwise the same results as tc3b, the same workspace and routing);
- *   tc3b    the default, accepted by name. */
+ *   tc3b    the default, accepted by name;
+ *   tc3s    tc3b with the run-sum scatter of log-zone band tiles (bwd_tc3s_d64.cu; opt-in,
+ *           deterministic, not bitwise tc3b: fewer fp16 roundings of the slot sums C; the
+ *           same workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -813,8 +816,8 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
     /* the round-3 kernels: the lean-loop variant (tc3b) unless DATTN_CUDA_BWD=tc3 pins the
-     * first loop (same workspace) */
-    const int v3 = force && !strcmp(force, "tc3") ? 1 : 2;
+     * first loop or =tc3s picks the run-sum scatter (same workspace) */
+    const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3s") ? 4 : 2;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
