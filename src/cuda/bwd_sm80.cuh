@@ -42,6 +42,11 @@
  * saturated column-side rows staged once per row block (OFF_TS, fp32), the dropout test
  * hoisted out of the P / dS loop, and (dq kernel) dP before the saturated-constant barrier.
  *
+ * tc3s (V3 = 4, bwd_tc3s_d64.cu, opt-in DATTN_CUDA_BWD=tc3s): tc3b whose band tiles in the
+ * log zone (the `serial` ones) scatter ds into C by runs of equal slots (bwd_scatter_runs:
+ * fp32 run sums, one read-modify-write of C per run, all lanes at once) instead of four
+ * serial passes; deterministic, not bitwise tc3b (C is rounded once per run).
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
