@@ -21,6 +21,12 @@ fragment instead of the hi + lo pair; *_tc3p keys): tc3p_speedup = default bwd /
 tc3p faster), tc3p_dv_max_rel = max |dv_tc3p - dv_default| / max |dv_default| (the P rounding:
 ~1e-4 expected in fp16), tc3p_rest_bitwise: dq, dk, dpk, dpq equal the default's bit for bit
 (they must: only dV changes).
+Also timed: tc3b with the run-sum scatter of log-zone band tiles (DATTN_CUDA_BWD=tc3s, opt-in;
+*_tc3s keys): tc3s_speedup = default bwd / tc3s bwd, tc3s_max_rel = per gradient (dq, dk, dv,
+dpk, dpq) max |g_tc3s - g_default| / max |g_default| (not bitwise: tc3s rounds the slot sums
+C less often), and the band256 diagnostic again on tc3s (dattn_band256_tc3s_{fwdbwd,bwd}_ms):
+'default - band256' of each path is the cost of the log buckets' collisions (the serial
+scatter passes on tc3b).
 Diagnostics (default kernels, same shapes, keys dattn_<diag>_{fwd,fwdbwd,bwd}_ms): nopos
 (no position terms: the backward's attention core alone, comparable with flash), satmost
 (position_buckets 8, max_relative_positions 16, S = 8: almost every tile saturated) and
@@ -122,6 +128,9 @@ def main():
             os.environ["DATTN_CUDA_BWD"] = "tc3k"
             t_fbk = timed(fwdbwd, 5, 15.0)
             gk = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc3s"
+            t_fb3s = timed(fwdbwd, 5, 15.0)
+            g3s = grads()
         finally:
             os.environ.pop("DATTN_CUDA_BWD", None)
             if old is not None:
@@ -134,6 +143,8 @@ def main():
         rest_bitwise = all(torch.equal(gp[i], g0[i]) for i in (0, 1, 3, 4))
         relk = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                 for a, b in zip(gk, g0)]
+        rel3s = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                 for a, b in zip(g3s, g0)]
         t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
@@ -162,6 +173,15 @@ def main():
                     if old is not None:
                         os.environ["DATTN_CUDA_BWD"] = old
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
+            if name == "band256":
+                os.environ["DATTN_CUDA_BWD"] = "tc3s"
+                try:
+                    dfb3s = timed(dfwdbwd, 5, 10.0)
+                finally:
+                    os.environ.pop("DATTN_CUDA_BWD", None)
+                    if old is not None:
+                        os.environ["DATTN_CUDA_BWD"] = old
+                diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
@@ -173,6 +193,8 @@ def main():
                  dattn_fwdbwd_tc3k_ms=t_fbk, dattn_bwd_tc3k_ms=t_fbk - t_f, ratio_tc3k=t_fbk / t_fl,
                  tc3k_speedup=(t_fb - t_f) / (t_fbk - t_f),
                  tc3k_max_rel=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relk)),
+                 dattn_fwdbwd_tc3s_ms=t_fb3s, dattn_bwd_tc3s_ms=t_fb3s - t_f, ratio_tc3s=t_fb3s / t_fl,
+                 tc3s_speedup=(t_fb - t_f) / (t_fb3s - t_f), tc3s_max_rel=rel3s,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -198,7 +220,14 @@ def main():
         print(f"     tc3k by tile kind (ms): nopos {diag['dattn_nopos_tc3k_bwd_ms']:.3f}, satmost "
               f"{diag['dattn_satmost_tc3k_bwd_ms']:.3f}; satmost - nopos {sk:.3f} (default {sd:.3f})",
               flush=True)
-        del g0, g2, g3, gp, gk
+        print(f"     tc3s (run-sum scatter): fwd+bwd {t_fb3s:9.3f} ms (bwd ~{t_fb3s - t_f:8.3f}, "
+              f"speedup {(t_fb - t_f) / (t_fb3s - t_f):5.3f}x over the default); ratio {t_fb3s / t_fl:6.1f}x; "
+              "max rel diff vs default dq/dk/dv/dpk/dpq " + " ".join(f"{x:.2e}" for x in rel3s), flush=True)
+        print(f"     default - band256 bwd: default {t_fb - t_f - diag['dattn_band256_bwd_ms']:.3f} ms, "
+              f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
+              f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
+              flush=True)
+        del g0, g2, g3, gp, gk, g3s
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

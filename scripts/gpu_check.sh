@@ -142,6 +142,12 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3k --quick" 120 build/tests/test_cuda_bwd --path tc3k --quick
   else step "test_cuda_bwd --path tc3k" 300 build/tests/test_cuda_bwd --path tc3k; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # tc3b with the run-sum scatter of log-zone band tiles (DATTN_CUDA_BWD=tc3s, bwd_tc3s_d64.cu,
+  # opt-in): the whole sweep on it against ref64 (not bitwise tc3b: fewer roundings of C;
+  # packed == padded and the determinism cases stay bitwise)
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3s --quick" 120 build/tests/test_cuda_bwd --path tc3s --quick
+  else step "test_cuda_bwd --path tc3s" 300 build/tests/test_cuda_bwd --path tc3s; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
@@ -175,9 +181,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   done
   # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there),
   # the round-3 ones with their first tile loop (tc3; the default is tc3b), with P rounded
-  # once for dv (tc3p) and with the saturated column constants on four warps (tc3k)
+  # once for dv (tc3p) and with the saturated column constants on four warps (tc3k), and
+  # with the run-sum scatter (tc3s: warp shuffles and a per-warp scratch in the scatter)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3p tc3k; do
+    for pth in tc2 tc3 tc3p tc3s tc3k; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

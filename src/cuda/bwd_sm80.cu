@@ -47,6 +47,8 @@ extern "C" size_t dattn_bwd_tc3p_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3p_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" size_t dattn_bwd_tc3k_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3k_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
+extern "C" size_t dattn_bwd_tc3s_smem_d64(int S);
+extern "C" cudaError_t dattn_launch_bwd_tc3s_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 
 /* Shared memory the tensor-core backward needs for head dim D and att span S (0: no
@@ -59,19 +61,20 @@ extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
 }
 
 /* The same for the round-3 kernels (v3 1: tc3, bwd_tc3_d64.cu; 2: tc3b, its lean tile loop,
- * bwd_tc3b_d64.cu; 3: tc3p, tc3b with P rounded once for dV, bwd_tc3p_d64.cu; 5: tc3k, tc3b
- * with the saturated column constants on four warps, bwd_tc3k_d64.cu; 0: none at this head
- * dim). */
+ * bwd_tc3b_d64.cu; 3: tc3p, tc3b with P rounded once for dV, bwd_tc3p_d64.cu; 4: tc3s, tc3b
+ * with the run-sum scatter, bwd_tc3s_d64.cu; 5: tc3k, tc3b with the saturated column constants
+ * on four warps, bwd_tc3k_d64.cu; 0: none at this head dim). */
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 {
     if (D != 64) return 0;
-    return v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 3 ? dattn_bwd_tc3p_smem_d64(S)
-        : v3 >= 2 ? dattn_bwd_tc3b_smem_d64(S) : dattn_bwd_tc3_smem_d64(S);
+    return v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
+        : v3 == 3 ? dattn_bwd_tc3p_smem_d64(S) : v3 >= 2 ? dattn_bwd_tc3b_smem_d64(S)
+        : dattn_bwd_tc3_smem_d64(S);
 }
 
 /* D_i, the dq kernel, the dkdv kernel (tc3: 1 the round-3 ones, 2 their lean-loop variant
- * tc3b, 3 tc3b with P rounded once for dV, tc3p, 5 tc3k), the table reduces; all on
- * `stream`. */
+ * tc3b, 3 tc3b with P rounded once for dV, tc3p, 4 tc3b with the run-sum scatter, tc3s,
+ * 5 tc3k), the table reduces; all on `stream`. */
 extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream)
 {
     const dattn_fwd_args &a = A->f;
@@ -82,6 +85,7 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
         if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
         for (int which = 0; which < 2; which++) {
             e = tc3 == 5 ? dattn_launch_bwd_tc3k_d64(A, bf, which, stream)
+                : tc3 == 4 ? dattn_launch_bwd_tc3s_d64(A, bf, which, stream)
                 : tc3 == 3 ? dattn_launch_bwd_tc3p_d64(A, bf, which, stream)
                 : tc3 >= 2 ? dattn_launch_bwd_tc3b_d64(A, bf, which, stream)
                 : tc3 ? dattn_launch_bwd_tc3_d64(A, bf, which, stream)

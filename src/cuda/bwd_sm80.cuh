@@ -36,7 +36,7 @@
  * the order of the nonzero terms of dX does not depend on how many column tiles follow the
  * last valid one (padded == packed bitwise: masked tiles and blocks only add exact zeros).
  *
- * tc3b (V3 = 2, bwd_tc3b_d64.cu, opt-in DATTN_CUDA_BWD=tc3b): tc3 with a lean tile loop and
+ * tc3b (V3 = 2, bwd_tc3b_d64.cu, the D = 64 default since 2026-11-30; DATTN_CUDA_BWD=tc3b): tc3 with a lean tile loop and
  * bitwise the same results: per-thread loader pointers and unguarded full tiles
  * (bwd_load2_ln), Y / W prefetch in both kernels, one fslot per window-table entry, the
  * saturated column-side rows staged once per row block (OFF_TS, fp32), the dropout test
@@ -51,6 +51,11 @@
  * constants summed by all four warps (16-deep FFMA chains + two xor shuffles, fixed order:
  * deterministic, not bitwise tc3b) and, in the dkdv kernel, the column facts' raw lse / D_i
  * prefetched by cp.async with the next tile's Q / dO (OFF_CR).
+ *
+ * tc3s (V3 = 4, bwd_tc3s_d64.cu, opt-in DATTN_CUDA_BWD=tc3s): tc3b whose band tiles in the
+ * log zone (the `serial` ones) scatter ds into C by runs of equal slots (bwd_scatter_runs:
+ * fp32 run sums, one read-modify-write of C per run, all lanes at once) instead of four
+ * serial passes; deterministic, not bitwise tc3b (C is rounded once per run).
  *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
@@ -121,7 +126,9 @@ struct bwd_geom {
     /* tc3k (V3 == 5): the raw lse / D_i of the dkdv kernel's next column tile, [2][BN] fp32
      * (cp.async with the tile's Q / dO; lane y of warp 0 copies and reads column y) */
     static constexpr int OFF_CR = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
-    static constexpr int OFF_C = OFF_CR + (V3 == 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
+    /* tc3s (V3 == 4): the window slots sSl in reverse order (bwd_scatter_runs) */
+    static constexpr int OFF_SR = OFF_CR + (V3 == 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
+    static constexpr int OFF_C = OFF_SR + (V3 == 4 ? DATTN_ALIGN128(NT * 4) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -290,6 +297,79 @@ DATTN_DEV void bwd_load2_ln(uint32_t s0, const uint16_t *p0, int64_t sl0, uint32
             cp_async16(s0 + it * RPI * RB, ok ? a0 + (int64_t)(it * RPI) * sl0 : p0 - (int64_t)row0 * sl0, ok ? 16 : 0);
             cp_async16(s1 + it * RPI * RB, ok ? a1 + (int64_t)(it * RPI) * sl1 : p1 - (int64_t)row0 * sl1, ok ? 16 : 0);
         }
+    }
+}
+
+/* tc3s (V3 == 4): the scatter of a warp's ds (16 rows x BN = 32 columns, mma fragments s) into
+ * C on a band tile that reaches the log zone or the saturated slots, without serial passes.
+ * The slot of column y of row xl is sSl[xl - y + BN - 1], non-increasing in y, so the columns
+ * of a row that share a slot form runs of consecutive columns. ds goes through the warp's
+ * scratch sd (fp32; the row-side skew scratch, free after S), mirrored so that lane (xr =
+ * lane & 15, hh = lane >> 4) holds row xr's columns 15, 14, .., 0 (hh = 0) or 16, 17, .., 31
+ * (hh = 1) as v[0..15], counted from the middle of the row outwards; sSr (the window slots in
+ * reverse) gives the right half its slots in the same order. Each lane sums its runs from the
+ * outside in (v[k] = v[k] + v[k + 1] while position k + 1 has k's slot), so a run's sum ends
+ * at its position nearest the middle; a run across the middle (v[0] of both halves) is added
+ * into the left half's v[0] (left part + right part) and written by the left half alone.
+ * Then that position of each run (and only it) adds its run's sum to C: one fp16
+ * read-modify-write per run, every lane at once (the runs of a row hold distinct slots: no
+ * two lanes write one cell). The order of the additions depends only on the slots and the
+ * column positions (padded == packed and run to run bitwise); it is not tc3b's order (fewer
+ * roundings of C). */
+template <int BN, int BF>
+DATTN_DEV void bwd_scatter_runs(const float (&s)[BN / 8][4], float *sd, const int *sSl, const int *sSr, uint16_t *sC,
+                                int CPT, int wr0, int lane)
+{
+    static_assert(BN == 32, "two lanes per row, 16 columns each");
+    constexpr int SDP = 40; /* scratch pitch (floats): conflict-free float2 stores */
+    constexpr int SCG = 8;  /* positions per group of C loads (registers: the dkdv kernel) */
+    const int g = lane >> 2, c = lane & 3;
+    __syncwarp(); /* the warp's reads of its scratch (the skewed S) are done */
+    /* column y at scratch position 15 - y (y < 16) or y */
+#pragma unroll
+    for (int nb = 0; nb < BN / 8; nb++) {
+        const int p = nb < 2 ? 14 - 8 * nb - 2 * c : 8 * nb + 2 * c;
+        *(float2 *)(sd + g * SDP + p) = nb < 2 ? make_float2(s[nb][1], s[nb][0]) : make_float2(s[nb][0], s[nb][1]);
+        *(float2 *)(sd + (g + 8) * SDP + p) = nb < 2 ? make_float2(s[nb][3], s[nb][2]) : make_float2(s[nb][2], s[nb][3]);
+    }
+    __syncwarp();
+    const int xr = lane & 15, hh = lane >> 4, xl = wr0 + xr;
+    float v[16];
+#pragma unroll
+    for (int q = 0; q < 4; q++) {
+        const float4 f = *(const float4 *)(sd + xr * SDP + 16 * hh + 4 * q);
+        v[4 * q] = f.x;
+        v[4 * q + 1] = f.y;
+        v[4 * q + 2] = f.z;
+        v[4 * q + 3] = f.w;
+    }
+    /* slots of positions k: column 15 - k (window entry xl + 16 + k) or column 16 + k (entry
+     * xl + 15 - k = NT - 1 - (80 - xl + k) for BM 64, BN 32) */
+    const int *ts = hh ? sSr + (BN + 48 - xl) : sSl + (xl + 16);
+    int t[16];
+#pragma unroll
+    for (int k = 0; k < 16; k++) t[k] = ts[k];
+    /* run sums towards the middle */
+#pragma unroll
+    for (int k = 14; k >= 0; k--)
+        if (t[k] == t[k + 1]) v[k] = v[k] + v[k + 1];
+    /* columns 15 and 16 in one run: the left half writes it, with the right half's part */
+    const int to = __shfl_xor_sync(0xffffffffu, t[0], 16);
+    const float vo = __shfl_xor_sync(0xffffffffu, v[0], 16);
+    const int link = t[0] == to;
+    if (link && !hh) v[0] = v[0] + vo;
+    /* the position of each run nearest the middle: C += the run's sum (a group's loads
+     * before its stores: the cells are distinct) */
+    uint16_t *cr = sC + xl * CPT;
+#pragma unroll
+    for (int k0 = 0; k0 < 16; k0 += SCG) {
+        float old[SCG];
+#pragma unroll
+        for (int k = k0; k < k0 + SCG; k++)
+            if (k ? t[k] != t[k - 1] : !(link && hh)) old[k - k0] = h2f<BF>(cr[t[k]]);
+#pragma unroll
+        for (int k = k0; k < k0 + SCG; k++)
+            if (k ? t[k] != t[k - 1] : !(link && hh)) cr[t[k]] = f2h<BF>(old[k - k0] + v[k]);
     }
 }
 
@@ -601,6 +681,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                     const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
                     sT[tid] = row * G::RB + (swz_key<D>(row) << 4);
                     sSl[tid] = row;
+                    if constexpr (V3 == 4) ((int *)(smem + G::OFF_SR))[G::NT - 1 - tid] = row;
                 }
                 const int slo = bwd_fslot<KV>(a, stab, rlo), shi = bwd_fslot<KV>(a, stab, rlo + G::NWIN - 1);
                 const int top = ring_ok ? min(shi, ring_lo - 1) : min(shi | 15, S2 - 1);
@@ -1052,8 +1133,12 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                  * row to one slot: the 4 lanes of a row then take turns (fixed order) */
                 const int rhi = m0 - n0 + G::BM - 1;
                 const int serial = !(rlo >= -a.lin && rhi <= a.lin);
+                /* tc3s: no serial passes (bwd_scatter_runs); linear-zone tiles as before */
+                if constexpr (V3 == 4) {
+                    if (serial) bwd_scatter_runs<BN, BF>(s, scw, sSl, (const int *)(smem + G::OFF_SR), sC, CPT, wr0, lane);
+                }
 #pragma unroll 1
-                for (int cc = 0; cc < 4; cc++) {
+                for (int cc = 0; cc < (V3 == 4 && serial ? 0 : 4); cc++) {
                     if (!serial || c == cc) {
 #pragma unroll
                         for (int nb = 0; nb < G::NB; nb++)

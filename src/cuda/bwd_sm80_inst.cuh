@@ -5,7 +5,8 @@
  * DATTN_BWD_V3 = 2 (tc3b, bwd_tc3b_d64.cu): tc3 with the lean tile loop; PFX tc3b.
  * DATTN_BWD_V3 = 3 (tc3p, bwd_tc3p_d64.cu): tc3b with P rounded once for dV; PFX tc3p.
  * DATTN_BWD_V3 = 5 (tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants on
- * all four warps; PFX tc3k. */
+ * all four warps; PFX tc3k.
+ * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
 #include <cuda_runtime.h>
@@ -18,6 +19,9 @@
 #define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 == 3
 #define DATTN_BWD_PFX tc3p
+#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
+#elif DATTN_BWD_V3 == 4
+#define DATTN_BWD_PFX tc3s
 #define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 >= 2
 #define DATTN_BWD_PFX tc3b

@@ -65,7 +65,10 @@
  *           FlashAttention's / transformers' eager rounding of P instead of tc3b's hi + lo
  *           parts; dq, dk, dpk, dpq bitwise the same as tc3b; same workspace and routing);
  *   tc3k    tc3b with the saturated column constants summed by all four warps
- *           (bwd_tc3k_d64.cu; deterministic, not bitwise tc3b; same workspace and routing). */
+ *           (bwd_tc3k_d64.cu; deterministic, not bitwise tc3b; same workspace and routing);
+ *   tc3s    tc3b with the run-sum scatter of log-zone band tiles (bwd_tc3s_d64.cu; opt-in,
+ *           deterministic, not bitwise tc3b: fewer fp16 roundings of the slot sums C; the
+ *           same workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -818,10 +821,10 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
     /* the round-3 kernels: the lean-loop variant (tc3b) unless DATTN_CUDA_BWD=tc3 pins the
-     * first loop, =tc3p the lean loop with P rounded once for dV, =tc3k its four-warp
-     * saturated constants (same workspace) */
+     * first loop, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
+     * =tc3k the four-warp saturated constants (same workspace) */
     const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3p") ? 3
-                 : force && !strcmp(force, "tc3k") ? 5 : 2;
+                 : force && !strcmp(force, "tc3s") ? 4 : force && !strcmp(force, "tc3k") ? 5 : 2;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
