@@ -4,13 +4,19 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
-Each shape is timed twice in one run: the default backward (at D = 64 the round-3
-tensor-core kernels with the lean tile loop, tc3b: sliding C window, two CTAs per SM; dattn_*
-keys) and the round-2 kernels
+Each shape is timed several times in one run: the default backward (at D = 64 tc3c: the
+round-3 tensor-core kernels with the lean tile loop, the run-sum scatter and the four-warp
+saturated constants; sliding C window, two CTAs per SM; dattn_* keys; until
+gpu-2026-11-30-bwdvar the default was tc3b) and the round-2 kernels
 pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_max_rel:
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
 had the round-2 kernels as the default and *_tc3 keys for the round-3 ones.
+Since tc3c is the default (after gpu-2026-11-30-bwdvar): tc3b is timed first (*_tc3b keys,
+default_speedup_over_tc3b = tc3b bwd / default bwd, default_max_rel_vs_tc3b per gradient),
+and every variant below is compared with tc3b, the kernel it modifies: *_speedup = tc3b bwd /
+variant bwd, *_max_rel / *_bitwise / tc3p_* against tc3b's gradients (in results up to
+gpu-2026-11-30-bwdvar tc3b was the default, so the keys mean the same there).
 Also timed: the round-3 kernels with their first tile loop pinned (DATTN_CUDA_BWD=tc3, the
 default before 2026-11-30's gpu-2026-11-30-next run; *_tc3 keys), right after the default;
 tc3_bitwise: its five gradients equal the default's bit for bit (they must: same
@@ -115,8 +121,11 @@ def main():
         t_f = timed(fwd, 10, 5.0)
         t_fb = timed(fwdbwd, 5, 15.0)
         g0 = grads()
-        os.environ["DATTN_CUDA_BWD"] = "tc3"  # read by the library at every call
+        os.environ["DATTN_CUDA_BWD"] = "tc3b"  # read by the library at every call
         try:
+            t_fbb = timed(fwdbwd, 5, 15.0)
+            gb = grads()
+            os.environ["DATTN_CUDA_BWD"] = "tc3"
             t_fb3 = timed(fwdbwd, 5, 15.0)
             g3 = grads()
             os.environ["DATTN_CUDA_BWD"] = "tc3p"
@@ -137,14 +146,18 @@ def main():
                 os.environ["DATTN_CUDA_BWD"] = old
         rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
                   for a, b in zip(g2, g0))
-        bitwise = all(torch.equal(a, b) for a, b in zip(g3, g0))
+        # the variants are tc3b plus one change each: compared with tc3b's gradients
+        bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
         # grads() order: q, k, v, pk, pq -> dq, dk, dv, dpk, dpq
-        dv_rel = float((gp[2].float() - g0[2].float()).abs().max() / g0[2].float().abs().max().clamp_min(1e-30))
-        rest_bitwise = all(torch.equal(gp[i], g0[i]) for i in (0, 1, 3, 4))
+        dv_rel = float((gp[2].float() - gb[2].float()).abs().max() / gb[2].float().abs().max().clamp_min(1e-30))
+        rest_bitwise = all(torch.equal(gp[i], gb[i]) for i in (0, 1, 3, 4))
         relk = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                for a, b in zip(gk, g0)]
+                for a, b in zip(gk, gb)]
         rel3s = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                 for a, b in zip(g3s, g0)]
+                 for a, b in zip(g3s, gb)]
+        relc = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+                for a, b in zip(g0, gb)]
+        tb = t_fbb - t_f  # tc3b's backward: the base of every variant's speedup
         t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
@@ -186,15 +199,18 @@ def main():
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
                  tc2_max_rel=rel, dattn_fwdbwd_tc3_ms=t_fb3, dattn_bwd_tc3_ms=t_fb3 - t_f,
-                 ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / (t_fb - t_f), tc3_bitwise=bitwise,
+                 ratio_tc3=t_fb3 / t_fl, tc3_speedup=(t_fb3 - t_f) / tb, tc3_bitwise=bitwise,
+                 dattn_fwdbwd_tc3b_ms=t_fbb, dattn_bwd_tc3b_ms=tb, ratio_tc3b=t_fbb / t_fl,
+                 default_speedup_over_tc3b=tb / (t_fb - t_f),
+                 default_max_rel_vs_tc3b=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relc)),
                  dattn_fwdbwd_tc3p_ms=t_fbp, dattn_bwd_tc3p_ms=t_fbp - t_f, ratio_tc3p=t_fbp / t_fl,
-                 tc3p_speedup=(t_fb - t_f) / (t_fbp - t_f), tc3p_dv_max_rel=dv_rel,
+                 tc3p_speedup=tb / (t_fbp - t_f), tc3p_dv_max_rel=dv_rel,
                  tc3p_rest_bitwise=rest_bitwise,
                  dattn_fwdbwd_tc3k_ms=t_fbk, dattn_bwd_tc3k_ms=t_fbk - t_f, ratio_tc3k=t_fbk / t_fl,
-                 tc3k_speedup=(t_fb - t_f) / (t_fbk - t_f),
+                 tc3k_speedup=tb / (t_fbk - t_f),
                  tc3k_max_rel=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relk)),
                  dattn_fwdbwd_tc3s_ms=t_fb3s, dattn_bwd_tc3s_ms=t_fb3s - t_f, ratio_tc3s=t_fb3s / t_fl,
-                 tc3s_speedup=(t_fb - t_f) / (t_fb3s - t_f), tc3s_max_rel=rel3s,
+                 tc3s_speedup=tb / (t_fb3s - t_f), tc3s_max_rel=rel3s,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -202,15 +218,18 @@ def main():
               flush=True)
         print(f"     tc2 (round 2): fwd+bwd {t_fb2:9.3f} ms (bwd ~{t_fb2 - t_f:8.3f}); ratio "
               f"{t_fb2 / t_fl:6.1f}x; tc2 vs default max rel diff {rel:.2e}", flush=True)
+        print(f"     tc3b (previous default): fwd+bwd {t_fbb:9.3f} ms (bwd ~{tb:8.3f}); default speedup "
+              f"over it {tb / (t_fb - t_f):5.3f}x; default vs tc3b max rel dq/dk/dv/dpk/dpq "
+              + " ".join(f"{x:.2e}" for x in relc), flush=True)
         print(f"     tc3 (first loop): fwd+bwd {t_fb3:9.3f} ms (bwd ~{t_fb3 - t_f:8.3f}, "
-              f"{(t_fb3 - t_f) / (t_fb - t_f):5.3f}x the default's); ratio {t_fb3 / t_fl:6.1f}x; "
-              f"bitwise equal to the default: {bitwise}", flush=True)
+              f"{(t_fb3 - t_f) / tb:5.3f}x tc3b's); ratio {t_fb3 / t_fl:6.1f}x; "
+              f"bitwise equal to tc3b: {bitwise}", flush=True)
         print(f"     tc3p (P rounded once for dV): fwd+bwd {t_fbp:9.3f} ms (bwd ~{t_fbp - t_f:8.3f}, "
-              f"speedup {(t_fb - t_f) / (t_fbp - t_f):5.3f}x vs the default); dv max rel diff "
+              f"speedup {tb / (t_fbp - t_f):5.3f}x over tc3b); dv max rel diff vs tc3b "
               f"{dv_rel:.2e}; dq, dk, dpk, dpq bitwise equal: {rest_bitwise}", flush=True)
         print(f"     tc3k (4-warp sat consts): fwd+bwd {t_fbk:9.3f} ms (bwd ~{t_fbk - t_f:8.3f}, "
-              f"speedup {(t_fb - t_f) / (t_fbk - t_f):5.3f}x over the default's); ratio {t_fbk / t_fl:6.1f}x; "
-              "max rel diff vs default " + " ".join(f"{n} {x:.1e}" for n, x in
+              f"speedup {tb / (t_fbk - t_f):5.3f}x over tc3b); ratio {t_fbk / t_fl:6.1f}x; "
+              "max rel diff vs tc3b " + " ".join(f"{n} {x:.1e}" for n, x in
                                                      zip(("dq", "dk", "dv", "dpk", "dpq"), relk)), flush=True)
         print("     bwd by tile kind (ms): " + ", ".join(
             f"{n} {diag[f'dattn_{n}_bwd_ms']:.3f} (fwd {diag[f'dattn_{n}_fwd_ms']:.3f})"
@@ -221,13 +240,13 @@ def main():
               f"{diag['dattn_satmost_tc3k_bwd_ms']:.3f}; satmost - nopos {sk:.3f} (default {sd:.3f})",
               flush=True)
         print(f"     tc3s (run-sum scatter): fwd+bwd {t_fb3s:9.3f} ms (bwd ~{t_fb3s - t_f:8.3f}, "
-              f"speedup {(t_fb - t_f) / (t_fb3s - t_f):5.3f}x over the default); ratio {t_fb3s / t_fl:6.1f}x; "
-              "max rel diff vs default dq/dk/dv/dpk/dpq " + " ".join(f"{x:.2e}" for x in rel3s), flush=True)
+              f"speedup {tb / (t_fb3s - t_f):5.3f}x over tc3b); ratio {t_fb3s / t_fl:6.1f}x; "
+              "max rel diff vs tc3b dq/dk/dv/dpk/dpq " + " ".join(f"{x:.2e}" for x in rel3s), flush=True)
         print(f"     default - band256 bwd: default {t_fb - t_f - diag['dattn_band256_bwd_ms']:.3f} ms, "
               f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
               f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
               flush=True)
-        del g0, g2, g3, gp, gk, g3s
+        del g0, gb, g2, g3, gp, gk, g3s
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if args.json:

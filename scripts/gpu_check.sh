@@ -182,9 +182,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # the round-2 backward kernels at D = 64 (the runs above take the round-3 ones there),
   # the round-3 ones with their first tile loop (tc3; the default is tc3b), with P rounded
   # once for dv (tc3p) and with the saturated column constants on four warps (tc3k), and
-  # with the run-sum scatter (tc3s: warp shuffles and a per-warp scratch in the scatter)
+  # with the run-sum scatter (tc3s: warp shuffles and a per-warp scratch in the scatter), and
+  # tc3b, the previous default (the default, tc3c, is tc3s + tc3k)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3p tc3s tc3k; do
+    for pth in tc2 tc3 tc3b tc3p tc3s tc3k; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

@@ -36,10 +36,10 @@
  * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
- * tensor-core path would run; tc3b names the default (the round-3 kernels with the lean
- * tile loop); tc3p the default with P rounded once to the storage dtype for dv (the dv
+ * tensor-core path would run; tc3c names the default (tc3s + tc3k below); tc3b the round-3
+ * kernels with the lean tile loop (the previous default); tc3p tc3b with P rounded once to the storage dtype for dv (the dv
  * check then adds that rounding: TOL_B_DV_P1, tprob_dv_p1_extra in tprob.h; every other
- * bound unchanged); tc3k the default with the saturated column constants on four warps
+ * bound unchanged); tc3k tc3b with the saturated column constants on four warps
  * (not bitwise tc3b); tc3s tc3b with the run-sum scatter of log-zone band tiles (not
  * bitwise tc3b), --same-as NAME (every backward of run() / packed_vs_padded again with
  * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3;
@@ -695,7 +695,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);

@@ -109,7 +109,8 @@ unsigned char *tprob_bwd_bits_of(const tprob *P, unsigned which, size_t *n);
  * dq/dk/dpk/dpq (TOL_KIND_DS) with float64 value ref and magnitudes mag, smag (ref64.h),
  * L the (max) sequence length; and for one lse. */
 #define TOL_A 1.0       /* x eps(dtype) * |ref|: twice the half-ulp rounding of the result */
-#define TOL_B_OUT 0.25  /* x eps(dtype) * mag: intermediates held in the storage dtype */
+#define TOL_B_OUT 0.5   /* x eps(dtype) * mag: intermediates held in the storage dtype (the
+                           worst case of one rounding of each p, u = eps / 2 per term) */
 #define TOL_B_OUT_DROP 0.5 /* out with dropout: the worst case of one rounding of each kept
                               p / (1 - p) to the storage dtype (u = eps / 2 per term) */
 #define TOL_B_DV 0.125  /* dv */

@@ -57,6 +57,10 @@
  * fp32 run sums, one read-modify-write of C per run, all lanes at once) instead of four
  * serial passes; deterministic, not bitwise tc3b (C is rounded once per run).
  *
+ * tc3c (V3 = 6, bwd_tc3c_d64.cu, the D = 64 default; DATTN_CUDA_BWD=tc3c): tc3s and tc3k
+ * together (the run-sum scatter, the four-warp saturated constants, the prefetched column
+ * facts); DATTN_CUDA_BWD=tc3b pins the previous default.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -127,8 +131,8 @@ struct bwd_geom {
      * (cp.async with the tile's Q / dO; lane y of warp 0 copies and reads column y) */
     static constexpr int OFF_CR = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
     /* tc3s (V3 == 4): the window slots sSl in reverse order (bwd_scatter_runs) */
-    static constexpr int OFF_SR = OFF_CR + (V3 == 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
-    static constexpr int OFF_C = OFF_SR + (V3 == 4 ? DATTN_ALIGN128(NT * 4) : 0);
+    static constexpr int OFF_SR = OFF_CR + (V3 == 5 || V3 == 6 ? DATTN_ALIGN128(2 * BN * 4) : 0);
+    static constexpr int OFF_C = OFF_SR + (V3 == 4 || V3 == 6 ? DATTN_ALIGN128(NT * 4) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -485,7 +489,9 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
     constexpr int P1 = V3 == 3;
     /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
-    constexpr int SK = V3 == 5;
+    constexpr int SK = V3 == 5 || V3 == 6;
+    /* tc3s (V3 == 4): the run-sum scatter of log-zone band tiles; tc3c (V3 == 6): tc3s + tc3k */
+    constexpr int RS = V3 == 4 || V3 == 6;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -681,7 +687,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                     const int row = bwd_fslot<KV>(a, stab, rlo + uu) % G::RC;
                     sT[tid] = row * G::RB + (swz_key<D>(row) << 4);
                     sSl[tid] = row;
-                    if constexpr (V3 == 4) ((int *)(smem + G::OFF_SR))[G::NT - 1 - tid] = row;
+                    if constexpr (RS) ((int *)(smem + G::OFF_SR))[G::NT - 1 - tid] = row;
                 }
                 const int slo = bwd_fslot<KV>(a, stab, rlo), shi = bwd_fslot<KV>(a, stab, rlo + G::NWIN - 1);
                 const int top = ring_ok ? min(shi, ring_lo - 1) : min(shi | 15, S2 - 1);
@@ -1134,11 +1140,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 const int rhi = m0 - n0 + G::BM - 1;
                 const int serial = !(rlo >= -a.lin && rhi <= a.lin);
                 /* tc3s: no serial passes (bwd_scatter_runs); linear-zone tiles as before */
-                if constexpr (V3 == 4) {
+                if constexpr (RS) {
                     if (serial) bwd_scatter_runs<BN, BF>(s, scw, sSl, (const int *)(smem + G::OFF_SR), sC, CPT, wr0, lane);
                 }
 #pragma unroll 1
-                for (int cc = 0; cc < (V3 == 4 && serial ? 0 : 4); cc++) {
+                for (int cc = 0; cc < (RS && serial ? 0 : 4); cc++) {
                     if (!serial || c == cc) {
 #pragma unroll
                         for (int nb = 0; nb < G::NB; nb++)

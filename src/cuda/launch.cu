@@ -50,17 +50,18 @@
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
- * At D = 64 the tensor-core backward is the round-3 pair with the lean tile loop
- * (bwd_tc3b_d64.cu, "tc3b": sliding C window, 2 CTAs per SM; 1.08-1.15x the first round-3
- * loop and bitwise the same gradients, bench/results/gpu-2026-11-30-next/) where its shared
- * memory fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
+ * At D = 64 the tensor-core backward is the round-3 pair with the lean tile loop, the run-sum
+ * scatter and the four-warp saturated constants (bwd_tc3c_d64.cu, "tc3c" = tc3s + tc3k:
+ * sliding C window, 2 CTAs per SM; tc3s alone 1.23 / 1.25 / 1.08x and tc3k alone 1.00 / 1.04
+ * / 1.08x tc3b's backward at B32 L512 / B8 L2048 / B2 L8192, bench/results/gpu-2026-11-30-bwdvar/)
+ * where its shared memory fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
  * DATTN_CUDA_BWD (tests, A/B measurements; read by the workspace query and the call alike):
  *   simple  the simple backward;
  *   tc2     pins the round-2 tensor-core kernels at D = 64 too (smaller workspace: half the
  *           table-gradient partial groups);
  *   tc3     the round-3 kernels with the first tile loop (bwd_tc3_d64.cu; the previous
  *           default, bitwise the same results as tc3b, the same workspace and routing);
- *   tc3b    the default, accepted by name;
+ *   tc3b    the lean tile loop alone (bwd_tc3b_d64.cu; the previous default);
  *   tc3p    tc3b with P rounded once to the storage dtype for dV (bwd_tc3p_d64.cu; opt-in:
  *           FlashAttention's / transformers' eager rounding of P instead of tc3b's hi + lo
  *           parts; dq, dk, dpk, dpq bitwise the same as tc3b; same workspace and routing);
@@ -68,7 +69,8 @@
  *           (bwd_tc3k_d64.cu; deterministic, not bitwise tc3b; same workspace and routing);
  *   tc3s    tc3b with the run-sum scatter of log-zone band tiles (bwd_tc3s_d64.cu; opt-in,
  *           deterministic, not bitwise tc3b: fewer fp16 roundings of the slot sums C; the
- *           same workspace and routing). */
+ *           same workspace and routing);
+ *   tc3c    the default (tc3s + tc3k; bwd_tc3c_d64.cu), accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -820,11 +822,12 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
-    /* the round-3 kernels: the lean-loop variant (tc3b) unless DATTN_CUDA_BWD=tc3 pins the
-     * first loop, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
+    /* the round-3 kernels: tc3c (tc3s + tc3k) unless DATTN_CUDA_BWD=tc3 pins the first loop,
+     * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants (same workspace) */
-    const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3p") ? 3
-                 : force && !strcmp(force, "tc3s") ? 4 : force && !strcmp(force, "tc3k") ? 5 : 2;
+    const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3b") ? 2
+                 : force && !strcmp(force, "tc3p") ? 3 : force && !strcmp(force, "tc3s") ? 4
+                 : force && !strcmp(force, "tc3k") ? 5 : 6;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
