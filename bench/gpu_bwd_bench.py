@@ -81,6 +81,22 @@ def timed(fn, reps, budget_s):
     return ts[len(ts) // 2]
 
 
+def rel_max(g, ref):
+    """Per gradient pair: max |g - ref| / max |ref|."""
+    return [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
+            for a, b in zip(g, ref)]
+
+
+def pinned(path, fn):
+    """fn() with DATTN_CUDA_BWD=path (the library reads it at every call); unset afterwards
+    (main() removes any outside value first: unset = the default backward)."""
+    os.environ["DATTN_CUDA_BWD"] = path
+    try:
+        return fn()
+    finally:
+        os.environ.pop("DATTN_CUDA_BWD", None)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -89,6 +105,7 @@ def main():
     H, D, S = 12, 64, 256
     shapes = [(32, 512), (8, 2048)] + ([] if args.quick else [(2, 8192)])
     rows = []
+    old = os.environ.pop("DATTN_CUDA_BWD", None)  # restored at the end
     for B, L in shapes:
         g = torch.Generator(device="cuda").manual_seed(B * L)
         q, k, v = (torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
@@ -117,46 +134,24 @@ def main():
             out = ops.attention(q, k, v, pk, pq)
             return torch.autograd.grad(out, (q, k, v, pk, pq), dout)
 
-        old = os.environ.pop("DATTN_CUDA_BWD", None)
+        def timed_grads():
+            return timed(fwdbwd, 5, 15.0), grads()
+
         t_f = timed(fwd, 10, 5.0)
-        t_fb = timed(fwdbwd, 5, 15.0)
-        g0 = grads()
-        os.environ["DATTN_CUDA_BWD"] = "tc3b"  # read by the library at every call
-        try:
-            t_fbb = timed(fwdbwd, 5, 15.0)
-            gb = grads()
-            os.environ["DATTN_CUDA_BWD"] = "tc3"
-            t_fb3 = timed(fwdbwd, 5, 15.0)
-            g3 = grads()
-            os.environ["DATTN_CUDA_BWD"] = "tc3p"
-            t_fbp = timed(fwdbwd, 5, 15.0)
-            gp = grads()
-            os.environ["DATTN_CUDA_BWD"] = "tc2"
-            t_fb2 = timed(fwdbwd, 5, 15.0)
-            g2 = grads()
-            os.environ["DATTN_CUDA_BWD"] = "tc3k"
-            t_fbk = timed(fwdbwd, 5, 15.0)
-            gk = grads()
-            os.environ["DATTN_CUDA_BWD"] = "tc3s"
-            t_fb3s = timed(fwdbwd, 5, 15.0)
-            g3s = grads()
-        finally:
-            os.environ.pop("DATTN_CUDA_BWD", None)
-            if old is not None:
-                os.environ["DATTN_CUDA_BWD"] = old
-        rel = max(float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                  for a, b in zip(g2, g0))
+        t_fb, g0 = timed_grads()
+        t_fbb, gb = pinned("tc3b", timed_grads)
+        t_fb3, g3 = pinned("tc3", timed_grads)
+        t_fbp, gp = pinned("tc3p", timed_grads)
+        t_fb2, g2 = pinned("tc2", timed_grads)
+        t_fbk, gk = pinned("tc3k", timed_grads)
+        t_fb3s, g3s = pinned("tc3s", timed_grads)
+        rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
         # grads() order: q, k, v, pk, pq -> dq, dk, dv, dpk, dpq
-        dv_rel = float((gp[2].float() - gb[2].float()).abs().max() / gb[2].float().abs().max().clamp_min(1e-30))
+        dv_rel = rel_max(gp[2:3], gb[2:3])[0]
         rest_bitwise = all(torch.equal(gp[i], gb[i]) for i in (0, 1, 3, 4))
-        relk = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                for a, b in zip(gk, gb)]
-        rel3s = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                 for a, b in zip(g3s, gb)]
-        relc = [float((a.float() - b.float()).abs().max() / b.float().abs().max().clamp_min(1e-30))
-                for a, b in zip(g0, gb)]
+        relk, rel3s, relc = rel_max(gk, gb), rel_max(g3s, gb), rel_max(g0, gb)
         tb = t_fbb - t_f  # tc3b's backward: the base of every variant's speedup
         t_fl = timed(flash, 10, 5.0)
         diag = {}
@@ -178,22 +173,10 @@ def main():
             diag.update({f"dattn_{name}_fwd_ms": df, f"dattn_{name}_fwdbwd_ms": dfb,
                          f"dattn_{name}_bwd_ms": dfb - df})
             if name in ("nopos", "satmost"):
-                os.environ["DATTN_CUDA_BWD"] = "tc3k"
-                try:
-                    dfbk = timed(dfwdbwd, 5, 10.0)
-                finally:
-                    os.environ.pop("DATTN_CUDA_BWD", None)
-                    if old is not None:
-                        os.environ["DATTN_CUDA_BWD"] = old
+                dfbk = pinned("tc3k", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
             if name == "band256":
-                os.environ["DATTN_CUDA_BWD"] = "tc3s"
-                try:
-                    dfb3s = timed(dfwdbwd, 5, 10.0)
-                finally:
-                    os.environ.pop("DATTN_CUDA_BWD", None)
-                    if old is not None:
-                        os.environ["DATTN_CUDA_BWD"] = old
+                dfb3s = pinned("tc3s", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
@@ -249,6 +232,8 @@ def main():
         del g0, gb, g2, g3, gp, gk, g3s
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
+    if old is not None:
+        os.environ["DATTN_CUDA_BWD"] = old
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), f,
