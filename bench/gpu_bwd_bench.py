@@ -48,6 +48,10 @@ summation order differs), and the nopos / satmost diagnostics again on tc3k
 satmost - nopos can be compared for both paths. (The first
 version of these diagnostics, in gpu-2026-11-30-next, used S = 4 and S = L: both outside the
 tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparable.)
+tc3d (DATTN_CUDA_BWD=tc3d, opt-in): tc3c (the default) with the lean P / dS loop; *_tc3d keys,
+tc3d_speedup = tc3b bwd / tc3d bwd (like every variant), tc3d_speedup_over_default = default
+bwd / tc3d bwd, tc3d_bitwise: its five gradients equal the default's bit for bit (they must),
+and the nopos diagnostic again on tc3d (dattn_nopos_tc3d_{fwdbwd,bwd}_ms).
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -145,6 +149,8 @@ def main():
         t_fb2, g2 = pinned("tc2", timed_grads)
         t_fbk, gk = pinned("tc3k", timed_grads)
         t_fb3s, g3s = pinned("tc3s", timed_grads)
+        t_fbd, gd = pinned("tc3d", timed_grads)
+        d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
@@ -175,6 +181,9 @@ def main():
             if name in ("nopos", "satmost"):
                 dfbk = pinned("tc3k", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
+            if name == "nopos":
+                dfbd = pinned("tc3d", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({"dattn_nopos_tc3d_fwdbwd_ms": dfbd, "dattn_nopos_tc3d_bwd_ms": dfbd - df})
             if name == "band256":
                 dfb3s = pinned("tc3s", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
@@ -194,6 +203,9 @@ def main():
                  tc3k_max_rel=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relk)),
                  dattn_fwdbwd_tc3s_ms=t_fb3s, dattn_bwd_tc3s_ms=t_fb3s - t_f, ratio_tc3s=t_fb3s / t_fl,
                  tc3s_speedup=tb / (t_fb3s - t_f), tc3s_max_rel=rel3s,
+                 dattn_fwdbwd_tc3d_ms=t_fbd, dattn_bwd_tc3d_ms=t_fbd - t_f, ratio_tc3d=t_fbd / t_fl,
+                 tc3d_speedup=tb / (t_fbd - t_f), tc3d_speedup_over_default=(t_fb - t_f) / (t_fbd - t_f),
+                 tc3d_bitwise=d_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -229,7 +241,11 @@ def main():
               f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
               f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
               flush=True)
-        del g0, gb, g2, g3, gp, gk, g3s
+        print(f"     tc3d (lean P / dS): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}, speedup "
+              f"{tb / (t_fbd - t_f):5.3f}x over tc3b, {(t_fb - t_f) / (t_fbd - t_f):5.3f}x over the default); "
+              f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3d_bwd_ms']:.3f} "
+              f"(default {diag['dattn_nopos_bwd_ms']:.3f}, tc3k {diag['dattn_nopos_tc3k_bwd_ms']:.3f})", flush=True)
+        del g0, gb, g2, g3, gp, gk, g3s, gd
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if old is not None:

@@ -41,7 +41,8 @@
  * check then adds that rounding: TOL_B_DV_P1, tprob_dv_p1_extra in tprob.h; every other
  * bound unchanged); tc3k tc3b with the saturated column constants on four warps
  * (not bitwise tc3b); tc3s tc3b with the run-sum scatter of log-zone band tiles (not
- * bitwise tc3b), --same-as NAME (every backward of run() / packed_vs_padded again with
+ * bitwise tc3b); tc3d tc3c with the lean P / dS loop (bitwise tc3c: --path tc3d --same-as
+ * tc3c), --same-as NAME (every backward of run() / packed_vs_padded again with
  * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3;
  * when exactly one of the two is tc3p, dq, dk, dpk, dpq bitwise equal and dv not compared),
  * --seed N, --verbose.
@@ -695,7 +696,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc3d", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);

@@ -61,6 +61,12 @@
  * together (the run-sum scatter, the four-warp saturated constants, the prefetched column
  * facts); DATTN_CUDA_BWD=tc3b pins the previous default.
  *
+ * tc3d (V3 = 7, bwd_tc3d_d64.cu, opt-in DATTN_CUDA_BWD=tc3d): tc3c whose P / dS loop drops the
+ * per-element tests where no element needs one (no mask; dq kernel: a full column tile): the
+ * invalid rows / columns are folded into the exponent's additive term as lse = +inf (p =
+ * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
+ * dq kernel; bitwise tc3c.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -131,8 +137,8 @@ struct bwd_geom {
      * (cp.async with the tile's Q / dO; lane y of warp 0 copies and reads column y) */
     static constexpr int OFF_CR = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
     /* tc3s (V3 == 4): the window slots sSl in reverse order (bwd_scatter_runs) */
-    static constexpr int OFF_SR = OFF_CR + (V3 == 5 || V3 == 6 ? DATTN_ALIGN128(2 * BN * 4) : 0);
-    static constexpr int OFF_C = OFF_SR + (V3 == 4 || V3 == 6 ? DATTN_ALIGN128(NT * 4) : 0);
+    static constexpr int OFF_SR = OFF_CR + (V3 >= 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
+    static constexpr int OFF_C = OFF_SR + (V3 == 4 || V3 >= 6 ? DATTN_ALIGN128(NT * 4) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -489,9 +495,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
     constexpr int P1 = V3 == 3;
     /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
-    constexpr int SK = V3 == 5 || V3 == 6;
+    constexpr int SK = V3 == 5 || V3 == 6 || V3 == 7;
     /* tc3s (V3 == 4): the run-sum scatter of log-zone band tiles; tc3c (V3 == 6): tc3s + tc3k */
-    constexpr int RS = V3 == 4 || V3 == 6;
+    constexpr int RS = V3 == 4 || V3 == 6 || V3 == 7;
+    /* tc3d (V3 == 7): tc3c with the lean P / dS loop (bitwise tc3c) */
+    constexpr int LP = V3 == 7;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -1049,9 +1057,17 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         } else {
             /* tc3b: the same loop with the dropout test hoisted: without dropout kf == 1.0f
              * exactly, so dp kf - D == dp - D and pv == p bit for bit */
-            auto pds = [&](auto kon) {
+            auto pds = [&](auto kon, auto lean) {
                 constexpr bool KON = decltype(kon)::value;
+                /* tc3d: LEAN, the loop without per-element tests (see below) */
+                constexpr bool LEAN = LP && decltype(lean)::value;
                 const uint32_t kfu = __float_as_uint(KON ? a.drop_scale : 1.f);
+                /* tc3d: the rows' additive term, once per tile: dq kernel radd - lse (the same
+                 * FADD tc3c makes per element), dkdv kernel radd, or -inf on an invalid row */
+                float rt[2];
+#pragma unroll
+                for (int r = 0; r < 2; r++)
+                    rt[r] = !LP ? 0.f : !KV ? radd[r] - rl2[r] : rok[r] ? radd[r] : __int_as_float(0xff800000);
 #pragma unroll
                 for (int nb = 0; nb < G::NB; nb++) {
                     const uint32_t kbt = KON ? skb[tid] >> (2 * nb) : 0xffffffffu;
@@ -1063,9 +1079,14 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                         const float kf = __uint_as_float(((kbt >> (r * 2 * G::NB + (e & 1))) & 1u) * kfu);
                         float p, dsv, pv;
                         if (!KV) {
-                            p = cv ? ex2f(fmaf(s[nb][e], sl2, radd[r] - rl2[r])) : 0.f;
+                            if (LEAN) p = ex2f(fmaf(s[nb][e], sl2, rt[r]));
+                            else p = cv ? ex2f(fmaf(s[nb][e], sl2, LP ? rt[r] : radd[r] - rl2[r])) : 0.f;
                             dsv = p * (dp[nb][e] * kf - rdi[r]);
                             pv = 0.f;
+                        } else if (LEAN) {
+                            p = ex2f(fmaf(s[nb][e], sl2, rt[r] - scl[y]));
+                            dsv = p * (dp[nb][e] * kf - scd[y]);
+                            pv = p * kf;
                         } else {
                             const int f = scf[y];
                             p = (f == 1 && rok[r]) ? ex2f(fmaf(s[nb][e], sl2, radd[r] - scl[y])) : 0.f;
@@ -1077,8 +1098,28 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                     }
                 }
             };
-            if (DROP && a.drop_thr) pds(dattn_bool_c<true>());
-            else pds(dattn_bool_c<false>());
+            /* tc3d (LP): the lean loop (LEAN) when no element needs a test: without a mask the
+             * invalid elements are the rows / columns past len, whose operands were zero-filled
+             * (finite scores), so folding their validity into the exponent's additive term
+             * (+inf lse: p = exp2(-inf) = +0, what tc3c selects) gives tc3c's bits. dq kernel:
+             * a full column tile (every cv is 1), radd - lse (+inf on invalid rows) per row,
+             * once per tile. dkdv kernel: scl is +inf on the columns past len (f == 0) and the
+             * rows' validity goes into rt = -inf, so rt - scl = -inf there; without a mask
+             * there is no f == 2 column (the HF 1 / len branch), so pv = p kf. With a mask the
+             * tested loop runs (masked positions may hold any values: no fold) */
+            if constexpr (LP) {
+                const int lean = !mrow && (KV || n0 + BN <= len);
+                if (DROP && a.drop_thr) {
+                    if (lean) pds(dattn_bool_c<true>(), dattn_bool_c<true>());
+                    else pds(dattn_bool_c<true>(), dattn_bool_c<false>());
+                } else {
+                    if (lean) pds(dattn_bool_c<false>(), dattn_bool_c<true>());
+                    else pds(dattn_bool_c<false>(), dattn_bool_c<false>());
+                }
+            } else {
+                if (DROP && a.drop_thr) pds(dattn_bool_c<true>(), dattn_bool_c<false>());
+                else pds(dattn_bool_c<false>(), dattn_bool_c<false>());
+            }
         }
 
         /* ---- dX += dS Y;  dV += P W (KV) */

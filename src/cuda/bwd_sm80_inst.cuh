@@ -7,6 +7,7 @@
  * DATTN_BWD_V3 = 5 (tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants on
  * all four warps; PFX tc3k.
  * DATTN_BWD_V3 = 6 (tc3c, bwd_tc3c_d64.cu): tc3s and tc3k together; PFX tc3c.
+ * DATTN_BWD_V3 = 7 (tc3d, bwd_tc3d_d64.cu): tc3c with the lean P / dS loop; PFX tc3d.
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
@@ -15,7 +16,10 @@
 #ifndef DATTN_BWD_V3
 #define DATTN_BWD_V3 0
 #endif
-#if DATTN_BWD_V3 == 6
+#if DATTN_BWD_V3 == 7
+#define DATTN_BWD_PFX tc3d
+#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
+#elif DATTN_BWD_V3 == 6
 #define DATTN_BWD_PFX tc3c
 #define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 == 5

@@ -70,7 +70,9 @@
  *   tc3s    tc3b with the run-sum scatter of log-zone band tiles (bwd_tc3s_d64.cu; opt-in,
  *           deterministic, not bitwise tc3b: fewer fp16 roundings of the slot sums C; the
  *           same workspace and routing);
- *   tc3c    the default (tc3s + tc3k; bwd_tc3c_d64.cu), accepted by name. */
+ *   tc3c    the default (tc3s + tc3k; bwd_tc3c_d64.cu), accepted by name;
+ *   tc3d    tc3c with the lean P / dS loop (bwd_tc3d_d64.cu; opt-in, bitwise tc3c; the same
+ *           workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -824,10 +826,11 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
     /* the round-3 kernels: tc3c (tc3s + tc3k) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
-     * =tc3k the four-warp saturated constants (same workspace) */
+     * =tc3k the four-warp saturated constants, =tc3d tc3c with the lean P / dS loop (same
+     * workspace) */
     const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3b") ? 2
                  : force && !strcmp(force, "tc3p") ? 3 : force && !strcmp(force, "tc3s") ? 4
-                 : force && !strcmp(force, "tc3k") ? 5 : 6;
+                 : force && !strcmp(force, "tc3k") ? 5 : force && !strcmp(force, "tc3d") ? 7 : 6;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
