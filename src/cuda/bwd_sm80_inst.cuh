@@ -16,30 +16,24 @@
 #ifndef DATTN_BWD_V3
 #define DATTN_BWD_V3 0
 #endif
+/* every round-3 variant: two CTAs (8 warps) per SM */
+#define DATTN_BWD_MINB (DATTN_BWD_V3 ? 2 : 1)
 #if DATTN_BWD_V3 == 7
 #define DATTN_BWD_PFX tc3d
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 == 6
 #define DATTN_BWD_PFX tc3c
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 == 5
 #define DATTN_BWD_PFX tc3k
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
-#elif DATTN_BWD_V3 == 3
-#define DATTN_BWD_PFX tc3p
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3 == 4
 #define DATTN_BWD_PFX tc3s
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
-#elif DATTN_BWD_V3 >= 2
+#elif DATTN_BWD_V3 == 3
+#define DATTN_BWD_PFX tc3p
+#elif DATTN_BWD_V3 == 2
 #define DATTN_BWD_PFX tc3b
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #elif DATTN_BWD_V3
 #define DATTN_BWD_PFX tc3
-#define DATTN_BWD_MINB 2 /* two CTAs (8 warps) per SM */
 #else
 #define DATTN_BWD_PFX sm80
-#define DATTN_BWD_MINB 1
 #endif
 
 #define DATTN_BWD_CAT2(a, b) a##b

@@ -828,9 +828,10 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3d tc3c with the lean P / dS loop (same
      * workspace) */
-    const int v3 = force && !strcmp(force, "tc3") ? 1 : force && !strcmp(force, "tc3b") ? 2
-                 : force && !strcmp(force, "tc3p") ? 3 : force && !strcmp(force, "tc3s") ? 4
-                 : force && !strcmp(force, "tc3k") ? 5 : force && !strcmp(force, "tc3d") ? 7 : 6;
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d"}; /* v3 1..7 */
+    int v3 = 6;
+    for (int i = 0; force && i < 7; i++)
+        if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
          al16(A.dv) && st16(a.q_sb) && st16(a.q_sl) && st16(a.q_sh) && st16(a.k_sb) &&
