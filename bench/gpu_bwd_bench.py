@@ -4,10 +4,10 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
-Each shape is timed several times in one run: the default backward (at D = 64 tc3c: the
-round-3 tensor-core kernels with the lean tile loop, the run-sum scatter and the four-warp
-saturated constants; sliding C window, two CTAs per SM; dattn_* keys; until
-gpu-2026-11-30-bwdvar the default was tc3b) and the round-2 kernels
+Each shape is timed several times in one run: the default backward (at D = 64 tc3d: the
+round-3 tensor-core kernels with the lean tile loop, the run-sum scatter, the four-warp
+saturated constants and the lean P / dS loop; sliding C window, two CTAs per SM; dattn_*
+keys; until gpu-2026-11-30-bwdvar the default was tc3b, until gpu-2026-11-30-tc3d tc3c) and the round-2 kernels
 pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_max_rel:
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
@@ -48,10 +48,12 @@ summation order differs), and the nopos / satmost diagnostics again on tc3k
 satmost - nopos can be compared for both paths. (The first
 version of these diagnostics, in gpu-2026-11-30-next, used S = 4 and S = L: both outside the
 tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparable.)
-tc3d (DATTN_CUDA_BWD=tc3d, opt-in): tc3c (the default) with the lean P / dS loop; *_tc3d keys,
-tc3d_speedup = tc3b bwd / tc3d bwd (like every variant), tc3d_speedup_over_default = default
-bwd / tc3d bwd, tc3d_bitwise: its five gradients equal the default's bit for bit (they must),
-and the nopos diagnostic again on tc3d (dattn_nopos_tc3d_{fwdbwd,bwd}_ms).
+tc3c (DATTN_CUDA_BWD=tc3c, the previous default): tc3s + tc3k, i.e. the default tc3d without
+the lean P / dS loop; *_tc3c keys, tc3c_speedup = tc3b bwd / tc3c bwd (like every variant),
+default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradients equal the
+default's bit for bit (they must), and the nopos diagnostic again on tc3c
+(dattn_nopos_tc3c_{fwdbwd,bwd}_ms). (In gpu-2026-11-30-tc3d, where tc3c was the default, the
+same block timed tc3d with *_tc3d keys and tc3d_speedup_over_default = tc3c / tc3d.)
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -149,7 +151,7 @@ def main():
         t_fb2, g2 = pinned("tc2", timed_grads)
         t_fbk, gk = pinned("tc3k", timed_grads)
         t_fb3s, g3s = pinned("tc3s", timed_grads)
-        t_fbd, gd = pinned("tc3d", timed_grads)
+        t_fbd, gd = pinned("tc3c", timed_grads)
         d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
@@ -182,8 +184,8 @@ def main():
                 dfbk = pinned("tc3k", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
             if name == "nopos":
-                dfbd = pinned("tc3d", lambda f=dfwdbwd: timed(f, 5, 10.0))
-                diag.update({"dattn_nopos_tc3d_fwdbwd_ms": dfbd, "dattn_nopos_tc3d_bwd_ms": dfbd - df})
+                dfbd = pinned("tc3c", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({"dattn_nopos_tc3c_fwdbwd_ms": dfbd, "dattn_nopos_tc3c_bwd_ms": dfbd - df})
             if name == "band256":
                 dfb3s = pinned("tc3s", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
@@ -203,9 +205,9 @@ def main():
                  tc3k_max_rel=dict(zip(("dq", "dk", "dv", "dpk", "dpq"), relk)),
                  dattn_fwdbwd_tc3s_ms=t_fb3s, dattn_bwd_tc3s_ms=t_fb3s - t_f, ratio_tc3s=t_fb3s / t_fl,
                  tc3s_speedup=tb / (t_fb3s - t_f), tc3s_max_rel=rel3s,
-                 dattn_fwdbwd_tc3d_ms=t_fbd, dattn_bwd_tc3d_ms=t_fbd - t_f, ratio_tc3d=t_fbd / t_fl,
-                 tc3d_speedup=tb / (t_fbd - t_f), tc3d_speedup_over_default=(t_fb - t_f) / (t_fbd - t_f),
-                 tc3d_bitwise=d_bitwise,
+                 dattn_fwdbwd_tc3c_ms=t_fbd, dattn_bwd_tc3c_ms=t_fbd - t_f, ratio_tc3c=t_fbd / t_fl,
+                 tc3c_speedup=tb / (t_fbd - t_f), default_speedup_over_tc3c=(t_fbd - t_f) / (t_fb - t_f),
+                 tc3c_bitwise=d_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -241,9 +243,9 @@ def main():
               f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
               f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
               flush=True)
-        print(f"     tc3d (lean P / dS): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}, speedup "
-              f"{tb / (t_fbd - t_f):5.3f}x over tc3b, {(t_fb - t_f) / (t_fbd - t_f):5.3f}x over the default); "
-              f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3d_bwd_ms']:.3f} "
+        print(f"     tc3c (previous default): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}, speedup "
+              f"{tb / (t_fbd - t_f):5.3f}x over tc3b; the default is {(t_fbd - t_f) / (t_fb - t_f):5.3f}x faster); "
+              f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3c_bwd_ms']:.3f} "
               f"(default {diag['dattn_nopos_bwd_ms']:.3f}, tc3k {diag['dattn_nopos_tc3k_bwd_ms']:.3f})", flush=True)
         del g0, gb, g2, g3, gp, gk, g3s, gd
         del q, k, v, pk, pq, dout, qt, kt, vt, dt

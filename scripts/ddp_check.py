@@ -7,7 +7,7 @@ default, fp32 weights, no TF32; --tiny: 2 layers of hidden 64), patched with dat
 --autocast none|bf16|fp16 (default none: fp32 throughout, today's check unchanged) runs
 every model forward under torch.autocast(dtype) as mixed-precision training does; dattn
 then computes in that dtype (q/k/v arrive as bf16/fp16), so on an H200 the tensor-core
-backward (tc3b at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with.
+backward (tc3d at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with.
 
 1. Gradient check, dropout off (every nn.Dropout set to p = 0 for this step): one
    forward/backward of a global batch of --global-batch sequences split evenly over the
@@ -50,7 +50,7 @@ dattn_dtype (in every phase, the grad check's DDP and single runs and training, 
 dattn.ops.attention forward and each dattn backward saw q in the expected dtype: fp32 /
 bf16 / fp16), and on CUDA with autocast where the routing applies (sm_90, D in {64, 128},
 S <= 256, S % 8 == 0; with dropout D = 64) fast_bwd: a profiled DDP training step on rank
-0 ran the tensor-core backward kernels of that dtype (dattn_bwd_{tc3b,tc3,sm80}_<dt>_*)
+0 ran the tensor-core backward kernels of that dtype (dattn_bwd_{tc3*,sm80}_<dt>_*)
 and none of the simple backward's (dattn_bwd_dq_* / dattn_bwd_dkdv_*).
 
 NCCL's NVLink multicast is kept off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -97,7 +97,7 @@ AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOL = {"none": 1e-5, "bf16": 5e-2, "fp16": 1e-2}
 # the tensor-core backward's kernels (src/cuda/bwd_sm80_inst.cuh) and the simple one's
 # per-row kernels (src/cuda/bwd_simple.cu); dtype suffixes f16 / bf16
-TC_BWD = re.compile(r"^dattn_bwd_(tc3b|tc3|sm80)_(f16|bf16)_d(\d+)_kv[01]$")
+TC_BWD = re.compile(r"^dattn_bwd_(tc3[a-z]?|sm80)_(f16|bf16)_d(\d+)_kv[01]$")
 SIMPLE_BWD = re.compile(r"^dattn_bwd_(dq|dkdv)_(f32|f16|bf16)$")
 
 

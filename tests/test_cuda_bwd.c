@@ -36,13 +36,13 @@
  * emulation of tests/emu), --path NAME (DATTN_CUDA_BWD=NAME for every backward a case does
  * not force itself, set before the workspace query: the default sweep runs the round-3
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
- * tensor-core path would run; tc3c names the default (tc3s + tc3k below); tc3b the round-3
+ * tensor-core path would run; tc3d names the default (tc3c with the lean P / dS loop); tc3c tc3s
+ * + tc3k (the previous default; bitwise tc3d: --path tc3c --same-as tc3d); tc3b the round-3
  * kernels with the lean tile loop (the previous default); tc3p tc3b with P rounded once to the storage dtype for dv (the dv
  * check then adds that rounding: TOL_B_DV_P1, tprob_dv_p1_extra in tprob.h; every other
  * bound unchanged); tc3k tc3b with the saturated column constants on four warps
  * (not bitwise tc3b); tc3s tc3b with the run-sum scatter of log-zone band tiles (not
- * bitwise tc3b); tc3d tc3c with the lean P / dS loop (bitwise tc3c: --path tc3d --same-as
- * tc3c), --same-as NAME (every backward of run() / packed_vs_padded again with
+ * bitwise tc3b), --same-as NAME (every backward of run() / packed_vs_padded again with
  * DATTN_CUDA_BWD=NAME: the two results must be bitwise equal, e.g. --path tc3b --same-as tc3;
  * when exactly one of the two is tc3p, dq, dk, dpk, dpq bitwise equal and dv not compared),
  * --seed N, --verbose.

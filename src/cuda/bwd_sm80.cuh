@@ -57,11 +57,11 @@
  * fp32 run sums, one read-modify-write of C per run, all lanes at once) instead of four
  * serial passes; deterministic, not bitwise tc3b (C is rounded once per run).
  *
- * tc3c (V3 = 6, bwd_tc3c_d64.cu, the D = 64 default; DATTN_CUDA_BWD=tc3c): tc3s and tc3k
+ * tc3c (V3 = 6, bwd_tc3c_d64.cu, DATTN_CUDA_BWD=tc3c, the previous default): tc3s and tc3k
  * together (the run-sum scatter, the four-warp saturated constants, the prefetched column
- * facts); DATTN_CUDA_BWD=tc3b pins the previous default.
+ * facts).
  *
- * tc3d (V3 = 7, bwd_tc3d_d64.cu, opt-in DATTN_CUDA_BWD=tc3d): tc3c whose P / dS loop drops the
+ * tc3d (V3 = 7, bwd_tc3d_d64.cu, the D = 64 default): tc3c whose P / dS loop drops the
  * per-element tests where no element needs one (no mask; dq kernel: a full column tile): the
  * invalid rows / columns are folded into the exponent's additive term as lse = +inf (p =
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the

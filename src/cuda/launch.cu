@@ -51,9 +51,11 @@
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
  * At D = 64 the tensor-core backward is the round-3 pair with the lean tile loop, the run-sum
- * scatter and the four-warp saturated constants (bwd_tc3c_d64.cu, "tc3c" = tc3s + tc3k:
- * sliding C window, 2 CTAs per SM; tc3s alone 1.23 / 1.25 / 1.08x and tc3k alone 1.00 / 1.04
- * / 1.08x tc3b's backward at B32 L512 / B8 L2048 / B2 L8192, bench/results/gpu-2026-11-30-bwdvar/)
+ * scatter, the four-warp saturated constants and the lean P / dS loop (bwd_tc3d_d64.cu,
+ * "tc3d" = tc3c (tc3s + tc3k) + lean P / dS: sliding C window, 2 CTAs per SM; tc3d 1.055 /
+ * 1.042 / 1.105x tc3c's backward at B32 L512 / B8 L2048 / B2 L8192, bitwise equal,
+ * bench/results/gpu-2026-11-30-tc3d/; tc3s alone 1.23 / 1.25 / 1.08x and tc3k alone 1.00 /
+ * 1.04 / 1.08x tc3b's, bench/results/gpu-2026-11-30-bwdvar/)
  * where its shared memory fits; D = 128 (and D = 64 where tc3 does not fit) runs the round-2 kernels (bwd_sm80.cu).
  * DATTN_CUDA_BWD (tests, A/B measurements; read by the workspace query and the call alike):
  *   simple  the simple backward;
@@ -70,9 +72,9 @@
  *   tc3s    tc3b with the run-sum scatter of log-zone band tiles (bwd_tc3s_d64.cu; opt-in,
  *           deterministic, not bitwise tc3b: fewer fp16 roundings of the slot sums C; the
  *           same workspace and routing);
- *   tc3c    the default (tc3s + tc3k; bwd_tc3c_d64.cu), accepted by name;
- *   tc3d    tc3c with the lean P / dS loop (bwd_tc3d_d64.cu; opt-in, bitwise tc3c; the same
- *           workspace and routing). */
+ *   tc3c    tc3s + tc3k (bwd_tc3c_d64.cu; the previous default, bitwise the same results as
+ *           tc3d; the same workspace and routing);
+ *   tc3d    the default (tc3c with the lean P / dS loop; bwd_tc3d_d64.cu), accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -824,12 +826,12 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
-    /* the round-3 kernels: tc3c (tc3s + tc3k) unless DATTN_CUDA_BWD=tc3 pins the first loop,
+    /* the round-3 kernels: tc3d (tc3c + lean P / dS) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
-     * =tc3k the four-warp saturated constants, =tc3d tc3c with the lean P / dS loop (same
-     * workspace) */
+     * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k (the previous default), =tc3d
+     * the default by name (same workspace) */
     static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d"}; /* v3 1..7 */
-    int v3 = 6;
+    int v3 = 7;
     for (int i = 0; force && i < 7; i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;

@@ -136,3 +136,26 @@ def test_train_bench_cpu_smoke(tmp_path):
     for k in ("time_ratio", "dattn_over_floor", "compile_ratio", "dattn_compile_vs_transformers_eager"):
         assert row[k] > 0, k
     assert r["all_ran"] and row["target_time_ratio"] is None
+
+
+def test_ddp_check_fast_bwd_gate_knows_every_tensor_core_kernel():
+    """The fast_bwd gate names the tensor-core backward's kernels by a pattern; every kernel
+    prefix the CUDA sources can instantiate (DATTN_BWD_PFX in src/cuda/bwd_sm80_inst.cuh) must
+    match it, and the simple backward's kernels must not (the gate failed on the GPU once when
+    a new default, tc3c, was missing from the pattern)."""
+    import re
+
+    import ddp_check as dc
+
+    inst = (ROOT / "src" / "cuda" / "bwd_sm80_inst.cuh").read_text()
+    prefixes = re.findall(r"#define DATTN_BWD_PFX (\w+)", inst)
+    assert {"sm80", "tc3", "tc3b", "tc3c", "tc3d"} <= set(prefixes), prefixes
+    for pfx in prefixes:
+        for dt in ("f16", "bf16"):
+            for kv in (0, 1):
+                m = dc.TC_BWD.match(f"dattn_bwd_{pfx}_{dt}_d64_kv{kv}")
+                assert m and m.group(2) == dt, (pfx, dt, kv)
+    for name in ("dattn_bwd_dq_f16", "dattn_bwd_dkdv_bf16", "dattn_bwd_di_f16",
+                 "dattn_bwd_tc_reduce_f16_kv0"):
+        assert not dc.TC_BWD.match(name), name
+    assert dc.SIMPLE_BWD.match("dattn_bwd_dq_bf16") and dc.SIMPLE_BWD.match("dattn_bwd_dkdv_f16")
