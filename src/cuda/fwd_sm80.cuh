@@ -247,7 +247,7 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 
 /* The K side of key tile n: K, the window table and new ring rows (band) or the
  * saturated p2c constants, and (registers) its mask bytes. */
-template <int D, int NW, int MS, int BN, int V90, int LN = 0, int SP = 0>
+template <int D, int NW, int MS, int BN, int V90, int LN = 0, int SP = 0, int RL = 0>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
                           int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3, int *cls_out = 0)
 {
@@ -291,7 +291,31 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         const int top = ring_ok ? min(shi, ring_lo - 1) : shi;
         const int nrows = top - slo + 1;
         const uint32_t rk = smem_u32(t.smem + G::OFF_RK), rq = smem_u32(t.smem + G::OFF_RQ);
-        for (int idx = tid; idx < nrows * G::CPR; idx += G::NTHR) {
+        if constexpr (RL) {
+            /* RL (the first key tile of a BE kernel: the whole window, up to NT rows of pk and
+             * of pq): the same rows to the same places, each thread chunk ch = tid % CPR of rows
+             * slo + tid / CPR + RPI it through running source pointers and a running ring offset
+             * (RPI % 8 == 0 and RC % 8 == 0 keep the swizzle key; one wrap test) */
+            constexpr int RPI = G::NTHR / G::CPR;
+            static_assert(G::NTHR % G::CPR == 0 && RPI % 8 == 0 && G::RC % 8 == 0 && G::RC >= RPI, "RL: ring row stride");
+            const int ch = tid % G::CPR;
+            int s = slo + tid / G::CPR;
+            if (s <= top) {
+                uint32_t off = swz<D>(s % G::RC, ch);
+                const uint16_t *pk = a.c2p ? t.pkh + (int64_t)s * a.pk_ss + ch * 8 : t.pkh;
+                const uint16_t *pq = a.p2c ? t.pqh + (int64_t)s * a.pq_ss + ch * 8 : t.pqh;
+                const int64_t pks = a.c2p ? RPI * a.pk_ss : 0, pqs = a.p2c ? RPI * a.pq_ss : 0;
+                for (; s <= top; s += RPI) {
+                    if (a.c2p) cp_async16(rk + off, pk, 16);
+                    if (a.p2c) cp_async16(rq + off, pq, 16);
+                    pk += pks;
+                    pq += pqs;
+                    off += RPI * G::RB;
+                    if (off >= (uint32_t)(G::RC * G::RB)) off -= G::RC * G::RB;
+                }
+            }
+        }
+        for (int idx = tid; idx < (RL ? 0 : nrows * G::CPR); idx += G::NTHR) {
             const int s = slo + idx / G::CPR, ch = idx % G::CPR;
             const uint32_t off = swz<D>(s % G::RC, ch);
             if (a.c2p) cp_async16(rk + off, t.pkh + (int64_t)s * a.pk_ss + ch * 8, 16);
@@ -353,7 +377,7 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
  * blocks), stored skewed into the p2c tile: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
 template <int D, int NW, int MS, int BN, int BF, int V90, int LN>
 DATTN_DEV void fwd_band_p2c_bp(const uint32_t (&ka)[D / 16][4], const int *sTu, uint32_t rq, float *spb, int sb,
-                               int lane)
+                               int lane, int bar = 0)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     constexpr int P = DATTN_FWD_BPG, NH = G::NBH, NQ = (NH + P - 1) / P, CK = G::CPR / 4;
@@ -396,6 +420,10 @@ DATTN_DEV void fwd_band_p2c_bp(const uint32_t (&ka)[D / 16][4], const int *sTu, 
             for (int p = 0; p < P; p++)
                 if (gq * P + p < NH) mma16816_acc<BF>(ha[p], ka[2 * k + 1], fr[p][k][2], fr[p][k][3]);
         }
+        /* bar (BE): the c2p scratch lives in the p2c tile, so every warp must be done with it
+         * before the first store: the caller's barrier, moved after the first group's
+         * products (which read only the K tile and the pq ring) */
+        if (gq == 0 && bar) __syncthreads();
 #pragma unroll
         for (int p = 0; p < P; p++) {
             const int hb = gq * P + p;
@@ -501,14 +529,22 @@ DATTN_DEV void fwd_band_c2p_bp(float (&s)[MS][BN / 8][4], const uint32_t (&qf)[M
  * table / ring rows, saturated p2c constants) while P V runs; the tile class carried from the
  * loader; one copy of the saturated p2c constants per tile; the saturated c2p row constants
  * read at the tile start, and per CTA computed only when one of its tiles is saturated. The
- * same operations in the same order, so the same results bit for bit. */
-template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0, int SP = 0>
+ * same operations in the same order, so the same results bit for bit.
+ * BE (with BP, OV = 0, SP = 0; NOTES.md "sm90w1e"): BP with less waiting and integer work
+ * around the band products: the barrier that protects the c2p scratch (it lives in the p2c
+ * tile) moved into fwd_band_p2c_bp after the first group's products; the first key tile's
+ * ring rows (the whole window) copied through running pointers (fwd_load_k's RL); the
+ * saturated c2p row constants computed per CTA only when one of its tiles is saturated (SP's
+ * code). The same operations in the same order, so the same results bit for bit. */
+template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0, int SP = 0,
+          int BE = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
     static_assert(!LN || V90, "the lean loop (LN) is a variant of the wgmma kernel");
     static_assert(!SP || (LN && !OV), "the lean saturated path (SP) is a variant of the lean loop (LN), "
                                       "K side loaded after the V barrier");
+    static_assert(!BE || (BP && !SP && !OV), "BE is a variant of the pipelined band products (BP)");
     static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
                   "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
                   "warp per 16-key sub-block");
@@ -583,8 +619,8 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     int clsn = 0; /* SP: the class of the next key tile, from its loader */
     if (n_begin < n_end) {
         if constexpr (SP) fwd_load_tile_ln<D, NW, MS, BN, V90>(smem_u32(smem + G::OFF_K) + t.kvoff, t.kthr, a.k_sl, n_begin * BN, len);
-        fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n,
-                                               SP ? &clsn : (int *)0);
+        fwd_load_k<D, NW, MS, BN, V90, LN, SP, BE>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n,
+                                                   SP ? &clsn : (int *)0);
     }
     cp_async_commit();
     cp_async_wait_all();
@@ -606,7 +642,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
      * largest at n_begin, rhi = m0 - n0 + BM - 1 smallest at n_end - 1); the two pk rows are
      * read with 16-byte loads issued together, the sums are the same fmaf chains in the same
      * order */
-    if constexpr (SP) {
+    if constexpr (SP || BE) {
         const int sat_any = n_begin < n_end && (m0 - n_begin * BN - BN + 1 >= a.R || m0 - (n_end - 1) * BN + G::BM - 1 <= -a.R);
         if (a.c2p && sat_any) {
             const int rr = lane & 15, half = lane >> 4;
@@ -892,7 +928,8 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         if (cls == DATTN_CLS_BAND && a.p2c) {
             /* the c2p scratch may live in the p2c tile: every warp must be done with it */
-            if (!DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p) __syncthreads();
+            /* BE: this barrier is in fwd_band_p2c_bp, after its first group's products */
+            if (!BE && !DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p) __syncthreads();
             /* H_sb = K_sub . pq[window]^T, stored skewed: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
             const int sb = w / G::PARTS, part = w % G::PARTS;
             uint32_t ka[G::KS][4];
@@ -900,7 +937,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             for (int ks = 0; ks < G::KS; ks++)
                 ldsm_x4(ka[ks], sK + kv_swz<D, BN, V90>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
             const int u0 = BN - 16 * (sb + 1);
-            if constexpr (BP) fwd_band_p2c_bp<D, NW, MS, BN, BF, V90, LN>(ka, sT + u0, rq, spb, sb, lane);
+            if constexpr (BP)
+                fwd_band_p2c_bp<D, NW, MS, BN, BF, V90, LN>(ka, sT + u0, rq, spb, sb, lane,
+                                                            BE && !DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p);
 #pragma unroll 1
             for (int hl = 0; hl < (BP ? 0 : G::NBP); hl++) {
                 const int hb = part * G::NBP + hl;
