@@ -372,15 +372,20 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
 #ifndef DATTN_FWD_BPG
 #define DATTN_FWD_BPG 6
 #endif
+/* BK's p2c group size: 6 spills there (ptxas, 16 bytes: BK keeps the P fragments and O live
+ * across the band loader); groups of 5 (5, 5, 5, 3) do not */
+#ifndef DATTN_FWD_BPG_K
+#define DATTN_FWD_BPG_K 5
+#endif
 
 /* p2c: H_sb = K_sub . pq[window]^T of the warp's 16-key sub-block (PARTS == 1: all NBH window
  * blocks), stored skewed into the p2c tile: p2c(i, 16 sb + jl) = H[jl][i - jl + 15]. */
-template <int D, int NW, int MS, int BN, int BF, int V90, int LN>
+template <int D, int NW, int MS, int BN, int BF, int V90, int LN, int P = DATTN_FWD_BPG>
 DATTN_DEV void fwd_band_p2c_bp(const uint32_t (&ka)[D / 16][4], const int *sTu, uint32_t rq, float *spb, int sb,
                                int lane, int bar = 0)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
-    constexpr int P = DATTN_FWD_BPG, NH = G::NBH, NQ = (NH + P - 1) / P, CK = G::CPR / 4;
+    constexpr int NH = G::NBH, NQ = (NH + P - 1) / P, CK = G::CPR / 4;
     static_assert(G::PARTS == 1 && !DATTN_FWD_P2C_SWZ, "BP: one warp per sub-block, plain p2c rows");
     const int g = lane >> 2, c = lane & 3;
     const int *tb = sTu + (lane & 7);
@@ -535,9 +540,12 @@ DATTN_DEV void fwd_band_c2p_bp(float (&s)[MS][BN / 8][4], const uint32_t (&qf)[M
  * tile) moved into fwd_band_p2c_bp after the first group's products; the first key tile's
  * ring rows (the whole window) copied through running pointers (fwd_load_k's RL); the
  * saturated c2p row constants computed per CTA only when one of its tiles is saturated (SP's
- * code). The same operations in the same order, so the same results bit for bit. */
+ * code). The same operations in the same order, so the same results bit for bit.
+ * BK (with BE): when the next key tile is a band tile, its K side (window table, ring rows) is
+ * loaded after the P V wgmma is issued, while it runs (SP's order, for band tiles only; plain
+ * and saturated tiles keep BP's); the p2c groups are 5 blocks (registers). Bitwise BE's. */
 template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0, int SP = 0,
-          int BE = 0>
+          int BE = 0, int BK = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
     typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
@@ -545,6 +553,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     static_assert(!SP || (LN && !OV), "the lean saturated path (SP) is a variant of the lean loop (LN), "
                                       "K side loaded after the V barrier");
     static_assert(!BE || (BP && !SP && !OV), "BE is a variant of the pipelined band products (BP)");
+    static_assert(!BK || BE, "BK is a variant of BE");
     static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
                   "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
                   "warp per 16-key sub-block");
@@ -938,7 +947,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 ldsm_x4(ka[ks], sK + kv_swz<D, BN, V90>(16 * sb + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)));
             const int u0 = BN - 16 * (sb + 1);
             if constexpr (BP)
-                fwd_band_p2c_bp<D, NW, MS, BN, BF, V90, LN>(ka, sT + u0, rq, spb, sb, lane,
+                fwd_band_p2c_bp<D, NW, MS, BN, BF, V90, LN, BK ? DATTN_FWD_BPG_K : DATTN_FWD_BPG>(ka, sT + u0, rq, spb, sb, lane,
                                                             BE && !DATTN_FWD_C2P_SHFL && G::SC_ALIAS && a.c2p);
 #pragma unroll 1
             for (int hl = 0; hl < (BP ? 0 : G::NBP); hl++) {
@@ -1152,8 +1161,12 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         else cp_async_wait_all();
         if constexpr (V90) DATTN_FWD_SM90_ONLY(fence_proxy_async()); /* V: cp.async -> wgmma */
         __syncthreads();
+        /* BK: when tile n + 1 is a band tile its K side (window table, ring rows: the long one)
+         * is loaded after the P V wgmma is issued (below), while it runs; other tiles keep this
+         * order */
+        const int kafter = BK && n + 1 < n_end && tile_class<D, NW, MS, BN, V90>(a, t, n0 + BN) == DATTN_CLS_BAND;
         /* SP: after the P V wgmma is issued (below), so that it runs during the load */
-        if (!(V90 && OV) && !SP && n + 1 < n_end) {
+        if (!(V90 && OV) && !SP && n + 1 < n_end && !kafter) {
             fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }
@@ -1191,9 +1204,19 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                 fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n, &clsn);
                 cp_async_commit();
             }
+            /* BK: the same for a band tile n + 1 (every warp is done with tile n's K tile, window
+             * table and ring: the V barrier above; P V reads V and the P registers only) */
+            if (BK && kafter) {
+                fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+                cp_async_commit();
+            }
             wgmma_wait<0>();
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) reg_fence(o[ms]);
+            /* BK: P's registers are read by the wgmma until the wait; keep them live to here */
+            if constexpr (BK)
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) reg_fence(pa[ms]);
 #endif
             if (SP) knext += (int64_t)BN * a.k_sl;
         }
