@@ -8,6 +8,8 @@
  * all four warps; PFX tc3k.
  * DATTN_BWD_V3 = 6 (tc3c, bwd_tc3c_d64.cu): tc3s and tc3k together; PFX tc3c.
  * DATTN_BWD_V3 = 7 (tc3d, bwd_tc3d_d64.cu): tc3c with the lean P / dS loop; PFX tc3d.
+ * DATTN_BWD_V3 = 8 (tc3e, bwd_tc3e_d64.cu): tc3d with the tile body compiled per tile
+ * class; PFX tc3e.
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
@@ -18,7 +20,9 @@
 #endif
 /* every round-3 variant: two CTAs (8 warps) per SM */
 #define DATTN_BWD_MINB (DATTN_BWD_V3 ? 2 : 1)
-#if DATTN_BWD_V3 == 7
+#if DATTN_BWD_V3 == 8
+#define DATTN_BWD_PFX tc3e
+#elif DATTN_BWD_V3 == 7
 #define DATTN_BWD_PFX tc3d
 #elif DATTN_BWD_V3 == 6
 #define DATTN_BWD_PFX tc3c
