@@ -1255,8 +1255,9 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
 #if DATTN_BWD_TILE_CLASSES
         };
-        /* (the dkdv kernel keeps one body: two spill it at 254 registers, see NOTES.md) */
-        if (KV) tile(dattn_int_c<BWD_KC_ANY>());
+        /* (the bf16 dkdv kernel keeps one body: with two ptxas spills it, 24 bytes at 255
+         * registers; the f16 one takes two at 254 registers without a spill, NOTES.md) */
+        if (KV && BF) tile(dattn_int_c<BWD_KC_ANY>());
         else if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
         else tile(dattn_int_c<BWD_KC_NOBAND>());
 #endif
