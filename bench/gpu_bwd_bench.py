@@ -54,8 +54,8 @@ default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradi
 default's bit for bit (they must), and the nopos diagnostic again on tc3c
 (dattn_nopos_tc3c_{fwdbwd,bwd}_ms). (In gpu-2026-11-30-tc3d, where tc3c was the default, the
 same block timed tc3d with *_tc3d keys and tc3d_speedup_over_default = tc3c / tc3d.)
-tc3e (DATTN_CUDA_BWD=tc3e, opt-in): the default tc3d with the dq kernel's tile body compiled
-once for band tiles and once for the others; *_tc3e keys, tc3e_speedup_over_default = default
+tc3e (DATTN_CUDA_BWD=tc3e, opt-in): the default tc3d with the tile body compiled once for band
+tiles and once for the others (dq kernels, f16 dkdv kernel); *_tc3e keys, tc3e_speedup_over_default = default
 bwd / tc3e bwd, tc3e_bitwise: its five gradients equal the default's bit for bit (they must),
 and the nopos / satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms).
 
@@ -258,7 +258,7 @@ def main():
               f"{tb / (t_fbd - t_f):5.3f}x over tc3b; the default is {(t_fbd - t_f) / (t_fb - t_f):5.3f}x faster); "
               f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3c_bwd_ms']:.3f} "
               f"(default {diag['dattn_nopos_bwd_ms']:.3f}, tc3k {diag['dattn_nopos_tc3k_bwd_ms']:.3f})", flush=True)
-        print(f"     tc3e (dq tile body per class): fwd+bwd {t_fbe:9.3f} ms (bwd ~{t_fbe - t_f:8.3f}, speedup "
+        print(f"     tc3e (tile body per class): fwd+bwd {t_fbe:9.3f} ms (bwd ~{t_fbe - t_f:8.3f}, speedup "
               f"{(t_fb - t_f) / (t_fbe - t_f):5.3f}x over the default); bitwise equal to the default: {e_bitwise}; "
               f"nopos bwd {diag['dattn_nopos_tc3e_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
               f"satmost bwd {diag['dattn_satmost_tc3e_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",

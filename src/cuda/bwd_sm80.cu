@@ -70,8 +70,8 @@ extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
  * bwd_tc3b_d64.cu; 3: tc3p, tc3b with P rounded once for dV, bwd_tc3p_d64.cu; 4: tc3s, tc3b
  * with the run-sum scatter, bwd_tc3s_d64.cu; 5: tc3k, tc3b with the saturated column constants
  * on four warps, bwd_tc3k_d64.cu; 6: tc3c, tc3s + tc3k, bwd_tc3c_d64.cu; 7: tc3d, tc3c with
- * the lean P / dS loop, bwd_tc3d_d64.cu; 8: tc3e, tc3d with the dq kernel's tile body per
- * tile class, bwd_tc3e_d64.cu; 0: none at this head dim). */
+ * the lean P / dS loop, bwd_tc3d_d64.cu; 8: tc3e, tc3d with the tile body compiled per tile
+ * class, bwd_tc3e_d64.cu; 0: none at this head dim). */
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 {
     if (D != 64) return 0;

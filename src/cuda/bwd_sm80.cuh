@@ -67,11 +67,11 @@
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
- * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d whose dq kernel compiles
- * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
- * those run none of the band path's tests and branches; the dkdv kernel keeps one body (two
- * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
- * tile loop. Bitwise tc3d.
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d that compiles the
+ * column-tile body twice, for band tiles and for the others (plain / saturated), so that those
+ * run none of the band path's tests and branches (the dq kernels and the f16 dkdv kernel; the
+ * bf16 dkdv kernel keeps one body: two spill it). Switched by the preprocessor
+ * (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the tile loop. Bitwise tc3d.
  *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
@@ -701,16 +701,16 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if (m0 - n0 + G::BM - 1 <= -a.R) cls_a = DATTN_CLS_SATN;
         }
 #if DATTN_BWD_TILE_CLASSES
-        /* tc3e (DATTN_BWD_TILE_CLASSES, set by bwd_tc3e_d64.cu): in the dq kernel the rest of
-         * the tile is one body for band tiles (KC BAND) and one for the others (NOBAND: plain
-         * or saturated, tested at run time as before), so that a plain or saturated tile runs
-         * none of the band path's tests and branches (window tables and ring rows, band
-         * products, the band S / dP order, scatter, in-loop flush). A preprocessor switch,
+        /* tc3e (DATTN_BWD_TILE_CLASSES, set by bwd_tc3e_d64.cu): the rest of the tile is one
+         * body for band tiles (KC BAND) and one for the others (NOBAND: plain or saturated,
+         * tested at run time as before; the call is below the body), so that a plain or
+         * saturated tile runs none of the band path's tests and branches (window tables and
+         * ring rows, band products, the band S / dP order, scatter, in-loop flush). A preprocessor switch,
          * not a template flag: the lambda alone changes ptxas's register allocation (tc3d's
          * dq kernel 249 -> 255 registers), so the other variants keep the plain loop. (The
          * body keeps the loop's indentation, so that its history stays readable.) */
         static_assert(CS, "DATTN_BWD_TILE_CLASSES is tc3e's (V3 == 8)");
-        /* (the copies: ptxas allocates the dkdv kernel without a spill with them, 24 bytes
+        /* (the copies: ptxas allocates the f16 dkdv kernel without a spill with them, 24 bytes
          * spilled without; a register-allocation accident at 254 registers) */
         const int rowpos_a = rowpos, colpos_a = colpos;
         auto tile = [&](auto kcl) {

@@ -8,8 +8,8 @@
  * all four warps; PFX tc3k.
  * DATTN_BWD_V3 = 6 (tc3c, bwd_tc3c_d64.cu): tc3s and tc3k together; PFX tc3c.
  * DATTN_BWD_V3 = 7 (tc3d, bwd_tc3d_d64.cu): tc3c with the lean P / dS loop; PFX tc3d.
- * DATTN_BWD_V3 = 8 (tc3e, bwd_tc3e_d64.cu): tc3d with the tile body compiled per tile
- * class; PFX tc3e.
+ * DATTN_BWD_V3 = 8 (tc3e, bwd_tc3e_d64.cu, with DATTN_BWD_TILE_CLASSES): tc3d with the tile
+ * body compiled per tile class (band / the others); PFX tc3e.
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 

@@ -1,8 +1,10 @@
 /* Tensor-core backward, round 3: tc3d with the column-tile body compiled per tile class (tc3e,
  * opt-in: DATTN_CUDA_BWD=tc3e), head dim 64: bwd_sm80.cuh template flag V3 = 8 = tc3d (V3 = 7)
- * + one instance of the tile body each for plain, saturated and band tiles, chosen per tile
- * (uniform), so that plain and saturated tiles run none of the band path's tests and branches.
- * Bitwise tc3d. */
+ * + the column-tile body compiled twice, for band tiles and for the others (plain /
+ * saturated), chosen per tile (uniform), so that plain and saturated tiles run none of the
+ * band path's tests and branches (both dq kernels and the f16 dkdv kernel; the bf16 dkdv
+ * kernel keeps one body). DATTN_BWD_TILE_CLASSES switches the lambda in (bwd_sm80.cuh's tile
+ * loop). Bitwise tc3d. */
 #define DATTN_BWD_D 64
 #define DATTN_BWD_BN 32
 #define DATTN_BWD_V3 8

@@ -75,9 +75,9 @@
  *   tc3c    tc3s + tc3k (bwd_tc3c_d64.cu; the previous default, bitwise the same results as
  *           tc3d; the same workspace and routing);
  *   tc3d    the default (tc3c with the lean P / dS loop; bwd_tc3d_d64.cu), accepted by name;
- *   tc3e    tc3d with the dq kernel's tile body compiled once for band tiles and once for
- *           the others (bwd_tc3e_d64.cu; opt-in, bitwise tc3d; the same workspace and
- *           routing). */
+ *   tc3e    tc3d with the tile body compiled once for band tiles and once for the others
+ *           (bwd_tc3e_d64.cu; the dq kernels and the f16 dkdv kernel; opt-in, bitwise tc3d;
+ *           the same workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -832,7 +832,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     /* the round-3 kernels: tc3d (tc3c + lean P / dS) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k (the previous default), =tc3d
-     * the default by name, =tc3e tc3d with the dq kernel's tile body per tile class (same workspace) */
+     * the default by name, =tc3e tc3d with the tile body per tile class (same workspace) */
     static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e"}; /* v3 1..8 */
     int v3 = 7;
     for (int i = 0; force && i < 8; i++)
