@@ -48,6 +48,10 @@ summation order differs), and the nopos / satmost diagnostics again on tc3k
 satmost - nopos can be compared for both paths. (The first
 version of these diagnostics, in gpu-2026-11-30-next, used S = 4 and S = L: both outside the
 tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparable.)
+Dropout (attention dropout 0.1, the fine-tuning setting; Philox keep bits regenerated in the
+forward and in both backward kernels): dattn_drop_{fwd,fwdbwd,bwd}_ms on the default kernels,
+flash_drop_fwdbwd_ms = SDPA flash with dropout_p 0.1, ratio_drop (keys since 2026-11-30's
+Philox rework: one call per four keys in the forward, the rounds unrolled).
 tc3c (DATTN_CUDA_BWD=tc3c, the previous default): tc3s + tc3k, i.e. the default tc3d without
 the lean P / dS loop; *_tc3c keys, tc3c_speedup = tc3b bwd / tc3c bwd (like every variant),
 default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradients equal the
@@ -197,6 +201,24 @@ def main():
             if name == "band256":
                 dfb3s = pinned("tc3s", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_band256_tc3s_fwdbwd_ms": dfb3s, "dattn_band256_tc3s_bwd_ms": dfb3s - df})
+        # attention dropout 0.1 (training's setting): the same call with Philox keep bits in
+        # the forward and both backward kernels, and SDPA flash with the same dropout
+        def dropfwd():
+            with torch.no_grad():
+                ops.attention(q, k, v, pk, pq, dropout_p=0.1)
+
+        def dropfwdbwd():
+            out = ops.attention(q, k, v, pk, pq, dropout_p=0.1)
+            torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+
+        def flashdrop():
+            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+                o = F.scaled_dot_product_attention(qt, kt, vt, dropout_p=0.1)
+            torch.autograd.grad(o, (qt, kt, vt), dt)
+
+        t_df, t_dfb, t_fld = timed(dropfwd, 10, 3.0), timed(dropfwdbwd, 5, 10.0), timed(flashdrop, 10, 5.0)
+        diag.update(dattn_drop_fwd_ms=t_df, dattn_drop_fwdbwd_ms=t_dfb, dattn_drop_bwd_ms=t_dfb - t_df,
+                    flash_drop_fwdbwd_ms=t_fld, ratio_drop=t_dfb / t_fld)
         r = dict(B=B, L=L, H=H, D=D, dattn_fwd_ms=t_f, dattn_fwdbwd_ms=t_fb,
                  dattn_bwd_ms=t_fb - t_f, flash_fwdbwd_ms=t_fl, ratio=t_fb / t_fl,
                  dattn_fwdbwd_tc2_ms=t_fb2, dattn_bwd_tc2_ms=t_fb2 - t_f, ratio_tc2=t_fb2 / t_fl,
@@ -254,6 +276,8 @@ def main():
               f"tc3s {t_fb3s - t_f - diag['dattn_band256_tc3s_bwd_ms']:.3f} ms "
               f"(band256 bwd: default {diag['dattn_band256_bwd_ms']:.3f}, tc3s {diag['dattn_band256_tc3s_bwd_ms']:.3f})",
               flush=True)
+        print(f"     dropout 0.1: fwd {t_df:.3f} ms (no dropout {t_f:.3f}), fwd+bwd {t_dfb:.3f} ms (bwd ~{t_dfb - t_df:.3f}; "
+              f"no dropout {t_fb - t_f:.3f}); flash fwd+bwd with dropout {t_fld:.3f} ms; ratio {t_dfb / t_fld:4.1f}x", flush=True)
         print(f"     tc3c (previous default): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}, speedup "
               f"{tb / (t_fbd - t_f):5.3f}x over tc3b; the default is {(t_fbd - t_f) / (t_fb - t_f):5.3f}x faster); "
               f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3c_bwd_ms']:.3f} "

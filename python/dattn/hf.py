@@ -368,11 +368,17 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
     plan = None
     if mode != "padded" and attention_mask.dim() == 2 and not torch.compiler.is_compiling():
         plan = _packing_plan(enc, attention_mask, hidden_states, B, L, mode)
+    # no padding at all (the packing decision saw every row full): the layers get no mask,
+    # so the kernels take their unmasked paths (no key-range / mean-of-V prologue, no mask
+    # loads per tile, the backward's lean P / dS loop); same function, nothing is padded
+    no_padding = plan is _NO_PADDING
+    if no_padding:
+        plan = None
 
     rel_embeddings = enc.get_rel_embedding()
     _note("padded" if plan is None else "packed")
     if plan is None:
-        mask_u8 = (kmask != 0).to(torch.uint8)
+        mask_u8 = None if no_padding else (kmask != 0).to(torch.uint8)
         ctx = _Ctx(mask_u8, None, L, bucket, max_rel)
         all_hidden = (hidden_states,) if output_hidden_states else None
         out = hidden_states
@@ -531,9 +537,13 @@ def _conv_packable(enc) -> bool:
             and isinstance(c.padding, tuple) and k % 2 == 1 and c.padding[0] == (k - 1) // 2)
 
 
-def _packing_plan(enc, mask, hidden_states, B, L, mode) -> Optional[_Plan]:
+_NO_PADDING = object()  # _packing_plan's answer when every row of the mask is full
+
+
+def _packing_plan(enc, mask, hidden_states, B, L, mode):
     """Decides padded vs packed and, for packed, builds the index maps on the device.
-    One host synchronisation (a handful of scalars)."""
+    One host synchronisation (a handful of scalars). Returns a _Plan (packed), None
+    (padded with the mask) or _NO_PADDING (every row full: padded without a mask)."""
     if not _conv_packable(enc):
         _log_info("the conv layer is not a plain odd-kernel Conv1d: running padded")
         return None
@@ -556,7 +566,7 @@ def _packing_plan(enc, mask, hidden_states, B, L, mode) -> Optional[_Plan]:
     ]).tolist()  # the one synchronisation
     T, max_len, contiguous, binary, full, right = (int(s) for s in stats)
     if full:
-        return None  # no padding: packing gains nothing
+        return _NO_PADDING  # no padding: packing gains nothing, and no mask is needed
     if not (contiguous and binary):
         if mode == "packed":
             _log_info("the padding mask has holes (or non-0/1 values): running padded")

@@ -1077,28 +1077,43 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         }
 
         /* dropout: the row sums above ran over every probability; P*V takes the kept ones.
-         * Element (ms, nb, e) is row wr0 + 16 ms + g + 8 (e >> 1), key 8 nb + 2 c + (e & 1);
-         * the key pair 2c, 2c+1 shares one Philox call (same j >> 2). The keep bits of a row
-         * are gathered first by a rolled loop (few live registers), then applied. */
+         * Element (ms, nb, e) is row wr0 + 16 ms + g + 8 (e >> 1), key 8 nb + 2 c + (e & 1).
+         * One Philox call (counter j >> 2) gives the keep words of four keys 8 nb + 4 (c >> 1)
+         * + 0..3 of one row: the lane pair c, c ^ 1 holds those keys for rows g and g + 8, so
+         * this lane calls it for row g + 8 (c & 1) and the pair swaps halves by one shuffle
+         * per eight key blocks (every word of every call used: half the calls of one call per
+         * row and key pair). This lane's keys are words 2 (c & 1), 2 (c & 1) + 1 of a call.
+         * The calls run in a rolled loop (few live registers), then the bits are applied. */
         if (a.drop_thr) {
             const uint32_t bh = (uint32_t)b * (uint32_t)a.H + (uint32_t)h;
+            const int odd = c & 1;
             uint32_t kb[MS][2];
 #pragma unroll
-            for (int ms = 0; ms < MS; ms++)
+            for (int ms = 0; ms < MS; ms++) {
+                const uint32_t i = (uint32_t)(m0 + wr0 + 16 * ms + g + 8 * odd);
+                uint32_t own = 0, other = 0; /* rows g + 8 odd and g + 8 (1 - odd): bits 2 nb, 2 nb + 1 */
 #pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const uint32_t i = (uint32_t)(m0 + wr0 + 16 * ms + g + 8 * r);
-                    uint32_t bits = 0;
+                for (int h8 = 0; h8 < (G::NB + 7) / 8; h8++) {
+                    uint32_t W = 0; /* nibble q: the four words of block 8 h8 + q's call */
 #pragma unroll 1
-                    for (int nb = 0; nb < G::NB; nb++) {
-                        const uint32_t j = (uint32_t)(n0 + 8 * nb + 2 * c);
+                    for (int q = 0; q < 8 && 8 * h8 + q < G::NB; q++) {
+                        const uint32_t j = (uint32_t)(n0 + 8 * (8 * h8 + q) + 2 * c);
                         uint32_t o0, o1, o2, o3;
                         dev_philox(j >> 2, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-                        const uint32_t x0 = (j & 2) ? o2 : o0, x1 = (j & 2) ? o3 : o1;
-                        bits |= ((uint32_t)(x0 >= a.drop_thr) | ((uint32_t)(x1 >= a.drop_thr) << 1)) << (2 * nb);
+                        const uint32_t nib = (uint32_t)(o0 >= a.drop_thr) | ((uint32_t)(o1 >= a.drop_thr) << 1) |
+                                             ((uint32_t)(o2 >= a.drop_thr) << 2) | ((uint32_t)(o3 >= a.drop_thr) << 3);
+                        W |= nib << (4 * q);
                     }
-                    kb[ms][r] = bits;
+                    const uint32_t Wo = __shfl_xor_sync(0xffffffffu, W, 1);
+#pragma unroll
+                    for (int q = 0; q < 8 && 8 * h8 + q < G::NB; q++) {
+                        own |= ((W >> (4 * q + 2 * odd)) & 3u) << (2 * (8 * h8 + q));
+                        other |= ((Wo >> (4 * q + 2 * odd)) & 3u) << (2 * (8 * h8 + q));
+                    }
                 }
+                kb[ms][0] = odd ? other : own;
+                kb[ms][1] = odd ? own : other;
+            }
 #pragma unroll
             for (int ms = 0; ms < MS; ms++)
 #pragma unroll

@@ -402,6 +402,35 @@ def test_auto_mode_choices(seed):
     assert hf.last_path == "padded"  # holes: packing would not be exact
 
 
+def test_full_rows_run_without_a_mask(seed, monkeypatch):
+    """When the packing decision sees every row full (auto / packed modes), the layers call
+    the op without a mask (the kernels' unmasked paths: no key-range / mean-of-V prologue,
+    no mask reads); with one padded row, or in padded mode (no decision, no host read), the
+    mask is passed. Outputs and gradients equal transformers' either way."""
+    from dattn import ops
+
+    seen = []
+    real = ops.attention
+
+    def spy(*a, **kw):
+        seen.append(kw.get("mask"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(ops, "attention", spy)
+    cfg = testing.config("v3")
+    L = 12
+    m = DebertaV2Model(cfg)
+    ids = torch.randint(1, cfg.vocab_size, (2, L))
+    full = testing.lengths_mask([L, L], L)
+    for mode, mask, masked in (("auto", full, False), ("packed", full, False),
+                               ("padded", full, True), ("auto", testing.lengths_mask([L, 5], L, "left"), True)):
+        seen.clear()
+        path = parity(m, ids, mask, mode)  # outputs and gradients vs transformers
+        assert path == "padded", (mode, path)
+        assert len(seen) == cfg.num_hidden_layers, (mode, len(seen))
+        assert all((x is not None) == masked for x in seen), (mode, [x is None for x in seen])
+
+
 def test_mask_with_holes_parity(seed):
     cfg = testing.config("v2xl")
     m = DebertaV2Model(cfg).train()
