@@ -59,7 +59,7 @@ default's bit for bit (they must), and the nopos diagnostic again on tc3c
 (dattn_nopos_tc3c_{fwdbwd,bwd}_ms). (In gpu-2026-11-30-tc3d, where tc3c was the default, the
 same block timed tc3d with *_tc3d keys and tc3d_speedup_over_default = tc3c / tc3d.)
 tc3e (DATTN_CUDA_BWD=tc3e, opt-in): the default tc3d with the tile body compiled once for band
-tiles and once for the others (dq kernels, f16 dkdv kernel); *_tc3e keys, tc3e_speedup_over_default = default
+tiles and once for the others in the dq kernel; *_tc3e keys, tc3e_speedup_over_default = default
 bwd / tc3e bwd, tc3e_bitwise: its five gradients equal the default's bit for bit (they must),
 and the nopos / satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms).
 

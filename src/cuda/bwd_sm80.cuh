@@ -67,11 +67,11 @@
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
- * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d that compiles the
- * column-tile body twice, for band tiles and for the others (plain / saturated), so that those
- * run none of the band path's tests and branches (the dq kernels and the f16 dkdv kernel; the
- * bf16 dkdv kernel keeps one body: two spill it). Switched by the preprocessor
- * (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the tile loop. Bitwise tc3d.
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d whose dq kernel compiles
+ * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
+ * those run none of the band path's tests and branches (the dkdv kernel keeps one body: two
+ * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
+ * tile loop. Bitwise tc3d.
  *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
@@ -701,25 +701,22 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if (m0 - n0 + G::BM - 1 <= -a.R) cls_a = DATTN_CLS_SATN;
         }
 #if DATTN_BWD_TILE_CLASSES
-        /* tc3e (DATTN_BWD_TILE_CLASSES, set by bwd_tc3e_d64.cu): the rest of the tile is one
-         * body for band tiles (KC BAND) and one for the others (NOBAND: plain or saturated,
-         * tested at run time as before; the call is below the body), so that a plain or
-         * saturated tile runs none of the band path's tests and branches (window tables and
-         * ring rows, band products, the band S / dP order, scatter, in-loop flush). A preprocessor switch,
-         * not a template flag: the lambda alone changes ptxas's register allocation (tc3d's
-         * dq kernel 249 -> 255 registers), so the other variants keep the plain loop. (The
-         * body keeps the loop's indentation, so that its history stays readable.) */
+        /* tc3e (DATTN_BWD_TILE_CLASSES, set by bwd_tc3e_d64.cu): in the dq kernel the rest of
+         * the tile is one body for band tiles (KC BAND) and one for the others (NOBAND: plain
+         * or saturated, tested at run time as before; the calls are below the body), so that a
+         * plain or saturated tile runs none of the band path's tests and branches (window
+         * tables and ring rows, band products, the band S / dP order, scatter, in-loop flush).
+         * A preprocessor switch, not a template flag: the lambda alone changes ptxas's
+         * register allocation (it took tc3d's dq kernel from 249 to 255 registers before the
+         * Philox rework), so the other variants keep the plain loop. (The body keeps the
+         * loop's indentation, so that its history stays readable.) */
         static_assert(CS, "DATTN_BWD_TILE_CLASSES is tc3e's (V3 == 8)");
-        /* (the copies: ptxas allocates the f16 dkdv kernel without a spill with them, 24 bytes
-         * spilled without; a register-allocation accident at 254 registers) */
-        const int rowpos_a = rowpos, colpos_a = colpos;
         auto tile = [&](auto kcl) {
         constexpr int KC = decltype(kcl)::value;
         const int cls = KC == BWD_KC_BAND ? (int)DATTN_CLS_BAND
                       : KC == BWD_KC_NOBAND ? (cls_a == DATTN_CLS_PLAIN ? (int)DATTN_CLS_PLAIN
                                                : cls_a == DATTN_CLS_SATN ? (int)DATTN_CLS_SATN : (int)DATTN_CLS_SATP)
                       : cls_a;
-        const int rowpos = rowpos_a, colpos = colpos_a;
 #else
         static_assert(!CS, "tc3e needs DATTN_BWD_TILE_CLASSES");
         const int cls = cls_a;
@@ -1255,9 +1252,9 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
 #if DATTN_BWD_TILE_CLASSES
         };
-        /* (the bf16 dkdv kernel keeps one body: with two ptxas spills it, 24 bytes at 255
-         * registers; the f16 one takes two at 254 registers without a spill, NOTES.md) */
-        if (KV && BF) tile(dattn_int_c<BWD_KC_ANY>());
+        /* (the dkdv kernel keeps one body: with two ptxas spills it, 8-24 bytes at 255
+         * registers, NOTES.md) */
+        if (KV) tile(dattn_int_c<BWD_KC_ANY>());
         else if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
         else tile(dattn_int_c<BWD_KC_NOBAND>());
 #endif
