@@ -69,7 +69,7 @@
  *
  * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d whose dq kernel compiles
  * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
- * those run none of the band path's tests and branches (the dkdv kernel keeps one body: two
+ * those run none of the band path's tests and branches (its dkdv kernel is tc3d's: two bodies
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
  * tile loop. Bitwise tc3d.
  *
@@ -91,9 +91,9 @@
 
 template <bool B> struct dattn_bool_c { static constexpr bool value = B; };
 template <int I> struct dattn_int_c { static constexpr int value = I; };
-/* the tile classes a column-tile body is compiled for (tc3e, DATTN_BWD_TILE_CLASSES): any
- * (tested at run time), band, not band (plain or saturated, tested at run time) */
-enum { BWD_KC_ANY = 0, BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
+/* the tile classes a column-tile body is compiled for (tc3e, DATTN_BWD_TILE_CLASSES): band,
+ * not band (plain or saturated, tested at run time) */
+enum { BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
 #ifndef DATTN_BWD_TILE_CLASSES
 #define DATTN_BWD_TILE_CLASSES 0
 #endif
@@ -714,9 +714,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         auto tile = [&](auto kcl) {
         constexpr int KC = decltype(kcl)::value;
         const int cls = KC == BWD_KC_BAND ? (int)DATTN_CLS_BAND
-                      : KC == BWD_KC_NOBAND ? (cls_a == DATTN_CLS_PLAIN ? (int)DATTN_CLS_PLAIN
-                                               : cls_a == DATTN_CLS_SATN ? (int)DATTN_CLS_SATN : (int)DATTN_CLS_SATP)
-                      : cls_a;
+                      : cls_a == DATTN_CLS_PLAIN ? (int)DATTN_CLS_PLAIN
+                      : cls_a == DATTN_CLS_SATN ? (int)DATTN_CLS_SATN : (int)DATTN_CLS_SATP;
 #else
         static_assert(!CS, "tc3e needs DATTN_BWD_TILE_CLASSES");
         const int cls = cls_a;
@@ -1252,10 +1251,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
 #if DATTN_BWD_TILE_CLASSES
         };
-        /* (the dkdv kernel keeps one body: with two ptxas spills it, 8-24 bytes at 255
+        /* (the dkdv kernel is tc3d's: with two bodies ptxas spills it, 8-24 bytes at 255
          * registers, NOTES.md) */
-        if (KV) tile(dattn_int_c<BWD_KC_ANY>());
-        else if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
+        static_assert(!KV, "tc3e's dkdv kernel is tc3d's (bwd_sm80_inst.cuh)");
+        if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
         else tile(dattn_int_c<BWD_KC_NOBAND>());
 #endif
     }

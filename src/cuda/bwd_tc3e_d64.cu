@@ -2,8 +2,8 @@
  * opt-in: DATTN_CUDA_BWD=tc3e), head dim 64: bwd_sm80.cuh template flag V3 = 8 = tc3d (V3 = 7)
  * + the column-tile body compiled twice, for band tiles and for the others (plain /
  * saturated), chosen per tile (uniform), so that plain and saturated tiles run none of the
- * band path's tests and branches (the dq kernels; the dkdv kernels keep one body: two spill
- * them). DATTN_BWD_TILE_CLASSES switches the lambda in (bwd_sm80.cuh's tile
+ * band path's tests and branches (the dq kernels only: tc3e's dkdv kernel is tc3d's, two
+ * bodies spill it). DATTN_BWD_TILE_CLASSES switches the lambda in (bwd_sm80.cuh's tile
  * loop). Bitwise tc3d. */
 #define DATTN_BWD_D 64
 #define DATTN_BWD_BN 32

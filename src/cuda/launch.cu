@@ -76,7 +76,7 @@
  *           tc3d; the same workspace and routing);
  *   tc3d    the default (tc3c with the lean P / dS loop; bwd_tc3d_d64.cu), accepted by name;
  *   tc3e    tc3d with the tile body compiled once for band tiles and once for the others
- *           (bwd_tc3e_d64.cu; the dq kernel, the dkdv kernel keeps one; opt-in, bitwise tc3d;
+ *           (bwd_tc3e_d64.cu; its dq kernel, tc3d's dkdv kernel; opt-in, bitwise tc3d;
  *           the same workspace and routing). */
 #include <cuda_runtime.h>
 
