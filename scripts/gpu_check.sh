@@ -154,9 +154,9 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3c --quick" 120 build/tests/test_cuda_bwd --path tc3c --same-as tc3d --quick
   else step "test_cuda_bwd --path tc3c" 300 build/tests/test_cuda_bwd --path tc3c --same-as tc3d; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  # tc3e (DATTN_CUDA_BWD=tc3e, bwd_tc3e_d64.cu, opt-in): tc3d with the tile body compiled
-  # once for band tiles and once for the others: the whole sweep on it against
-  # ref64, every backward again on tc3d and bitwise equal
+  # tc3e (DATTN_CUDA_BWD=tc3e, bwd_tc3e_d64.cu, opt-in): tc3d whose dq kernel compiles the
+  # tile body once for band tiles and once for the others (the dkdv kernel is tc3d's): the
+  # whole sweep on it against ref64, every backward again on tc3d and bitwise equal
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3d --quick
   else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3d; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
