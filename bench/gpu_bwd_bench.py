@@ -58,6 +58,10 @@ default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradi
 default's bit for bit (they must), and the nopos diagnostic again on tc3c
 (dattn_nopos_tc3c_{fwdbwd,bwd}_ms). (In gpu-2026-11-30-tc3d, where tc3c was the default, the
 same block timed tc3d with *_tc3d keys and tc3d_speedup_over_default = tc3c / tc3d.)
+tc3e (DATTN_CUDA_BWD=tc3e, opt-in): the default tc3d with the tile body compiled once for band
+tiles and once for the others in the dq kernel; *_tc3e keys, tc3e_speedup_over_default = default
+bwd / tc3e bwd, tc3e_bitwise: its five gradients equal the default's bit for bit (they must),
+and the nopos / satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms).
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -157,6 +161,8 @@ def main():
         t_fb3s, g3s = pinned("tc3s", timed_grads)
         t_fbd, gd = pinned("tc3c", timed_grads)
         d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
+        t_fbe, ge = pinned("tc3e", timed_grads)
+        e_bitwise = all(torch.equal(a, b) for a, b in zip(ge, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
@@ -187,6 +193,8 @@ def main():
             if name in ("nopos", "satmost"):
                 dfbk = pinned("tc3k", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
+                dfbe = pinned("tc3e", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({f"dattn_{name}_tc3e_fwdbwd_ms": dfbe, f"dattn_{name}_tc3e_bwd_ms": dfbe - df})
             if name == "nopos":
                 dfbd = pinned("tc3c", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_nopos_tc3c_fwdbwd_ms": dfbd, "dattn_nopos_tc3c_bwd_ms": dfbd - df})
@@ -230,6 +238,9 @@ def main():
                  dattn_fwdbwd_tc3c_ms=t_fbd, dattn_bwd_tc3c_ms=t_fbd - t_f, ratio_tc3c=t_fbd / t_fl,
                  tc3c_speedup=tb / (t_fbd - t_f), default_speedup_over_tc3c=(t_fbd - t_f) / (t_fb - t_f),
                  tc3c_bitwise=d_bitwise,
+                 dattn_fwdbwd_tc3e_ms=t_fbe, dattn_bwd_tc3e_ms=t_fbe - t_f, ratio_tc3e=t_fbe / t_fl,
+                 tc3e_speedup=tb / (t_fbe - t_f), tc3e_speedup_over_default=(t_fb - t_f) / (t_fbe - t_f),
+                 tc3e_bitwise=e_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -271,7 +282,12 @@ def main():
               f"{tb / (t_fbd - t_f):5.3f}x over tc3b; the default is {(t_fbd - t_f) / (t_fb - t_f):5.3f}x faster); "
               f"bitwise equal to the default: {d_bitwise}; nopos bwd {diag['dattn_nopos_tc3c_bwd_ms']:.3f} "
               f"(default {diag['dattn_nopos_bwd_ms']:.3f}, tc3k {diag['dattn_nopos_tc3k_bwd_ms']:.3f})", flush=True)
-        del g0, gb, g2, g3, gp, gk, g3s, gd
+        print(f"     tc3e (tile body per class): fwd+bwd {t_fbe:9.3f} ms (bwd ~{t_fbe - t_f:8.3f}, speedup "
+              f"{(t_fb - t_f) / (t_fbe - t_f):5.3f}x over the default); bitwise equal to the default: {e_bitwise}; "
+              f"nopos bwd {diag['dattn_nopos_tc3e_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
+              f"satmost bwd {diag['dattn_satmost_tc3e_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
+              flush=True)
+        del g0, gb, g2, g3, gp, gk, g3s, gd, ge
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if old is not None:

@@ -67,6 +67,12 @@
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d whose dq kernel compiles
+ * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
+ * those run none of the band path's tests and branches (its dkdv kernel is tc3d's: two bodies
+ * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
+ * tile loop. Bitwise tc3d.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -84,6 +90,13 @@
 #define DATTN_BWD_TC_SMAX 256 /* largest att span S on this path: C is [BM][2S + 8] */
 
 template <bool B> struct dattn_bool_c { static constexpr bool value = B; };
+template <int I> struct dattn_int_c { static constexpr int value = I; };
+/* the tile classes a column-tile body is compiled for (tc3e, DATTN_BWD_TILE_CLASSES): band,
+ * not band (plain or saturated, tested at run time) */
+enum { BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
+#ifndef DATTN_BWD_TILE_CLASSES
+#define DATTN_BWD_TILE_CLASSES 0
+#endif
 
 template <int D, int BN, int V3 = 0>
 struct bwd_geom {
@@ -495,11 +508,13 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
     constexpr int P1 = V3 == 3;
     /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
-    constexpr int SK = V3 == 5 || V3 == 6 || V3 == 7;
+    constexpr int SK = V3 == 5 || V3 == 6 || V3 == 7 || V3 == 8;
     /* tc3s (V3 == 4): the run-sum scatter of log-zone band tiles; tc3c (V3 == 6): tc3s + tc3k */
-    constexpr int RS = V3 == 4 || V3 == 6 || V3 == 7;
+    constexpr int RS = V3 == 4 || V3 == 6 || V3 == 7 || V3 == 8;
     /* tc3d (V3 == 7): tc3c with the lean P / dS loop (bitwise tc3c) */
-    constexpr int LP = V3 == 7;
+    constexpr int LP = V3 == 7 || V3 == 8;
+    /* tc3e (V3 == 8): tc3d with the column-tile body compiled per tile class (bitwise tc3d) */
+    constexpr int CS = V3 == 8;
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -679,12 +694,32 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             if constexpr (CFP) cfetch(n0);
         }
         const int rlo = m0 - n0 - BN + 1; /* smallest row-frame r' of the tile */
-        int cls = DATTN_CLS_PLAIN;
+        int cls_a = DATTN_CLS_PLAIN;
         if (use_pos) {
-            cls = DATTN_CLS_BAND;
-            if (rlo >= a.R) cls = DATTN_CLS_SATP;
-            if (m0 - n0 + G::BM - 1 <= -a.R) cls = DATTN_CLS_SATN;
+            cls_a = DATTN_CLS_BAND;
+            if (rlo >= a.R) cls_a = DATTN_CLS_SATP;
+            if (m0 - n0 + G::BM - 1 <= -a.R) cls_a = DATTN_CLS_SATN;
         }
+#if DATTN_BWD_TILE_CLASSES
+        /* tc3e (DATTN_BWD_TILE_CLASSES, set by bwd_tc3e_d64.cu): in the dq kernel the rest of
+         * the tile is one body for band tiles (KC BAND) and one for the others (NOBAND: plain
+         * or saturated, tested at run time as before; the calls are below the body), so that a
+         * plain or saturated tile runs none of the band path's tests and branches (window
+         * tables and ring rows, band products, the band S / dP order, scatter, in-loop flush).
+         * A preprocessor switch, not a template flag: the lambda alone changes ptxas's
+         * register allocation (it took tc3d's dq kernel from 249 to 255 registers before the
+         * Philox rework), so the other variants keep the plain loop. (The body keeps the
+         * loop's indentation, so that its history stays readable.) */
+        static_assert(CS, "DATTN_BWD_TILE_CLASSES is tc3e's (V3 == 8)");
+        auto tile = [&](auto kcl) {
+        constexpr int KC = decltype(kcl)::value;
+        const int cls = KC == BWD_KC_BAND ? (int)DATTN_CLS_BAND
+                      : cls_a == DATTN_CLS_PLAIN ? (int)DATTN_CLS_PLAIN
+                      : cls_a == DATTN_CLS_SATN ? (int)DATTN_CLS_SATN : (int)DATTN_CLS_SATP;
+#else
+        static_assert(!CS, "tc3e needs DATTN_BWD_TILE_CLASSES");
+        const int cls = cls_a;
+#endif
         if constexpr (LN) {
             if (cls == DATTN_CLS_BAND) {
                 /* tc3b: one fslot per entry (the table store may alias stab: the compiler
@@ -845,8 +880,6 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         };
         /* saturated column constants: y . TC[real sat slot] */
         if (cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && colpos) {
-            const int st = cls == DATTN_CLS_SATP ? sat_hi : sat_lo;
-            const uint16_t *pr = tch + (int64_t)st * tc_ss;
             /* (tc3b: the fp32 copy of the row in shared memory, one pass) */
             const float *prf = (const float *)(smem + G::OFF_TS) + (cls == DATTN_CLS_SATP ? 0 : D);
             if constexpr (SK) {
@@ -878,6 +911,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 acc += __shfl_xor_sync(0xffffffffu, acc, 16);
                 if (q == 0) sps[y] = acc;
             } else {
+                const int st = cls == DATTN_CLS_SATP ? sat_hi : sat_lo;
+                const uint16_t *pr = tch + (int64_t)st * tc_ss;
                 for (int y = tid; y < BN; y += (LN ? 2 * BN : G::NTHR)) {
                     float acc = 0.f;
                     for (int d = 0; d < D; d++) {
@@ -1214,6 +1249,14 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 }
             }
         }
+#if DATTN_BWD_TILE_CLASSES
+        };
+        /* (the dkdv kernel is tc3d's: with two bodies ptxas spills it, 8-24 bytes at 255
+         * registers, NOTES.md) */
+        static_assert(!KV, "tc3e's dkdv kernel is tc3d's (bwd_sm80_inst.cuh)");
+        if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
+        else tile(dattn_int_c<BWD_KC_NOBAND>());
+#endif
     }
 
     /* ---- end of the row block */

@@ -8,6 +8,9 @@
  * all four warps; PFX tc3k.
  * DATTN_BWD_V3 = 6 (tc3c, bwd_tc3c_d64.cu): tc3s and tc3k together; PFX tc3c.
  * DATTN_BWD_V3 = 7 (tc3d, bwd_tc3d_d64.cu): tc3c with the lean P / dS loop; PFX tc3d.
+ * DATTN_BWD_V3 = 8 (tc3e, bwd_tc3e_d64.cu, with DATTN_BWD_TILE_CLASSES): tc3d whose dq kernel
+ * compiles the tile body per tile class (band / the others); PFX tc3e; dq kernels only (the
+ * dkdv kernel is tc3d's).
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
@@ -18,7 +21,9 @@
 #endif
 /* every round-3 variant: two CTAs (8 warps) per SM */
 #define DATTN_BWD_MINB (DATTN_BWD_V3 ? 2 : 1)
-#if DATTN_BWD_V3 == 7
+#if DATTN_BWD_V3 == 8
+#define DATTN_BWD_PFX tc3e
+#elif DATTN_BWD_V3 == 7
 #define DATTN_BWD_PFX tc3d
 #elif DATTN_BWD_V3 == 6
 #define DATTN_BWD_PFX tc3c
@@ -56,10 +61,16 @@
 #define DATTN_BWD_ARCH_BODY(...) __trap()
 #endif
 
+/* (tc3e, DATTN_BWD_TILE_CLASSES: the dq kernels only; its dkdv kernel is tc3d's, launched by
+ * bwd_sm80.cu) */
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
+#if !DATTN_BWD_TILE_CLASSES
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
+#endif
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
+#if !DATTN_BWD_TILE_CLASSES
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
+#endif
 
 #define DATTN_BWD_K(DT, KV) \
     DATTN_BWD_CAT(DATTN_BWD_CAT3(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _##DT##_d), DATTN_BWD_D, _kv), KV)
@@ -78,8 +89,13 @@ extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD
     const dattn_bwd_args *A, int bf, int which, cudaStream_t stream)
 {
     typedef void (*kfn)(dattn_bwd_args);
+#if DATTN_BWD_TILE_CLASSES
+    if (which) return cudaErrorInvalidValue; /* (tc3e: no dkdv kernel of its own) */
+    const kfn k = bf ? DATTN_BWD_K(bf16, 0) : DATTN_BWD_K(f16, 0);
+#else
     const kfn k = bf ? (which ? DATTN_BWD_K(bf16, 1) : DATTN_BWD_K(bf16, 0))
                      : (which ? DATTN_BWD_K(f16, 1) : DATTN_BWD_K(f16, 0));
+#endif
     const size_t smem = DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _smem_d), DATTN_BWD_D)(A->f.S);
     cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;

@@ -80,7 +80,10 @@
  *           same workspace and routing);
  *   tc3c    tc3s + tc3k (bwd_tc3c_d64.cu; the previous default, bitwise the same results as
  *           tc3d; the same workspace and routing);
- *   tc3d    the default (tc3c with the lean P / dS loop; bwd_tc3d_d64.cu), accepted by name. */
+ *   tc3d    the default (tc3c with the lean P / dS loop; bwd_tc3d_d64.cu), accepted by name;
+ *   tc3e    tc3d with the tile body compiled once for band tiles and once for the others
+ *           (bwd_tc3e_d64.cu; its dq kernel, tc3d's dkdv kernel; opt-in, bitwise tc3d;
+ *           the same workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -840,10 +843,10 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     /* the round-3 kernels: tc3d (tc3c + lean P / dS) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k (the previous default), =tc3d
-     * the default by name (same workspace) */
-    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d"}; /* v3 1..7 */
+     * the default by name, =tc3e tc3d with the tile body per tile class (same workspace) */
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e"}; /* v3 1..8 */
     int v3 = 7;
-    for (int i = 0; force && i < 7; i++)
+    for (int i = 0; force && i < 8; i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
