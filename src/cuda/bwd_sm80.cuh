@@ -61,13 +61,13 @@
  * together (the run-sum scatter, the four-warp saturated constants, the prefetched column
  * facts).
  *
- * tc3d (V3 = 7, bwd_tc3d_d64.cu, the D = 64 default): tc3c whose P / dS loop drops the
+ * tc3d (V3 = 7, bwd_tc3d_d64.cu, DATTN_CUDA_BWD=tc3d, the previous default): tc3c whose P / dS loop drops the
  * per-element tests where no element needs one (no mask; dq kernel: a full column tile): the
  * invalid rows / columns are folded into the exponent's additive term as lse = +inf (p =
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
- * tc3e (V3 = 8, bwd_tc3e_d64.cu, opt-in DATTN_CUDA_BWD=tc3e): tc3d whose dq kernel compiles
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, the D = 64 default): tc3d whose dq kernel compiles
  * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
  * those run none of the band path's tests and branches (its dkdv kernel is tc3d's: two bodies
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
