@@ -646,6 +646,9 @@ def encoder_repeated(res, n, quick):
         encoder_level(res, quick)
         runs.append(res["encoder"])
     res["encoder_runs"] = runs
+    if "skipped" in runs[0]:  # no Python layer: nothing to take a median of
+        res["encoder"] = runs[0]
+        return
     med = {}
     for k in runs[0]:
         rows = sorted((r[k] for r in runs if k in r), key=lambda r: r.get("ratio_vs_floor") or float("inf"))
