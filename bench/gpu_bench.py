@@ -542,7 +542,7 @@ def main():
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)
         print_encoder(res)
-        for k, r in res["encoder"].items():
+        for k, r in ([] if "skipped" in res["encoder"] else res["encoder"].items()):
             print("%-16s ratio vs floor over %d readings: %s (median %.3f)" % (
                 k, r["readings"], " ".join("%.3f" % x if x else "-" for x in r["ratios_vs_floor"]),
                 r.get("ratio_vs_floor") or float("nan")))
