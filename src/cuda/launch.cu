@@ -849,7 +849,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * previous default), =tc3e the default by name (same workspace) */
     static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e"}; /* v3 1..8 */
     int v3 = 8;
-    for (int i = 0; force && i < 8; i++)
+    for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;
     tc = tc && al16(a.q) && al16(a.k) && al16(a.v) && al16(A.dout) && al16(A.dq) && al16(A.dk) &&
