@@ -164,15 +164,11 @@ struct bwd_geom {
     static_assert(!V3 || (RC >= NWIN + 15 && CW % 16 == 0 && CW >= NWIN + 15), "tc3 window");
 };
 
-/* tc3f: threadIdx.x through a volatile asm, so that ptxas recomputes what a row block derives
- * from it where it is used instead of hoisting it out of the row-block loop into a register
- * held across the tiles (the values it spilled in tc3f's dkdv kernel) */
-DATTN_DEV int bwd_tid_remat()
-{
-    int t;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-    return t;
-}
+/* tc3f: threadIdx.x through a volatile read (ptx.cuh tid_x_volatile), so that ptxas recomputes
+ * what a row block derives from it where it is used instead of hoisting it out of the
+ * row-block loop into a register held across the tiles (the values it spilled in tc3f's dkdv
+ * kernel) */
+DATTN_DEV int bwd_tid_remat() { return (int)tid_x_volatile(); }
 
 /* C pitch (elements) for att span S: (2S + 8) * 2 bytes = 16 mod 128 when S % 16 == 0 */
 DATTN_DEV int bwd_cpitch(int S) { return 2 * S + 8; }
