@@ -1473,7 +1473,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         sur[1] = 0;
         sur[2] = u0; /* the loop counter lives here: no register held across a row block */
         sur[3] = u1;
-        sur[4] = nblk;
+        if (V3 == 9) sur[4] = nblk; /* (tc3f, below) */
     }
     /* tc3f (V3 == 9): nor the row block count, and the counter is re-read for its increment
      * (with both kernels' tile bodies per class, ptxas spilled exactly these two values of
