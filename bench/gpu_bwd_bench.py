@@ -66,6 +66,10 @@ tc3d_bitwise: its five gradients equal the default's bit for bit (they must), an
 satmost diagnostics again on tc3d (dattn_{nopos,satmost}_tc3d_{fwdbwd,bwd}_ms). (In
 gpu-2026-11-30-tc3e, where tc3d was the default, the same block timed the opt-in tc3e with
 *_tc3e keys, tc3e_speedup_over_default = tc3d / tc3e.)
+tc3f (DATTN_CUDA_BWD=tc3f, opt-in): the default tc3e whose dkdv kernel also compiles the tile
+body per tile class; *_tc3f keys, tc3f_speedup_over_default = default bwd / tc3f bwd,
+tc3f_bitwise: its five gradients equal the default's bit for bit (they must), and the nopos /
+satmost diagnostics again on tc3f (dattn_{nopos,satmost}_tc3f_{fwdbwd,bwd}_ms).
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -167,6 +171,8 @@ def main():
         c_bitwise = all(torch.equal(a, b) for a, b in zip(gc, g0))
         t_fbd, gd = pinned("tc3d", timed_grads)
         d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
+        t_fbf, gf = pinned("tc3f", timed_grads)
+        f_bitwise = all(torch.equal(a, b) for a, b in zip(gf, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
@@ -199,6 +205,8 @@ def main():
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
                 dfbd = pinned("tc3d", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3d_fwdbwd_ms": dfbd, f"dattn_{name}_tc3d_bwd_ms": dfbd - df})
+                dfbf = pinned("tc3f", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({f"dattn_{name}_tc3f_fwdbwd_ms": dfbf, f"dattn_{name}_tc3f_bwd_ms": dfbf - df})
             if name == "nopos":
                 dfbc = pinned("tc3c", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_nopos_tc3c_fwdbwd_ms": dfbc, "dattn_nopos_tc3c_bwd_ms": dfbc - df})
@@ -245,6 +253,8 @@ def main():
                  dattn_fwdbwd_tc3d_ms=t_fbd, dattn_bwd_tc3d_ms=t_fbd - t_f, ratio_tc3d=t_fbd / t_fl,
                  tc3d_speedup=tb / (t_fbd - t_f), default_speedup_over_tc3d=(t_fbd - t_f) / (t_fb - t_f),
                  tc3d_bitwise=d_bitwise,
+                 dattn_fwdbwd_tc3f_ms=t_fbf, dattn_bwd_tc3f_ms=t_fbf - t_f, ratio_tc3f=t_fbf / t_fl,
+                 tc3f_speedup_over_default=(t_fb - t_f) / (t_fbf - t_f), tc3f_bitwise=f_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -291,7 +301,12 @@ def main():
               f"nopos bwd {diag['dattn_nopos_tc3d_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
               f"satmost bwd {diag['dattn_satmost_tc3d_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
               flush=True)
-        del g0, gb, g2, g3, gp, gk, g3s, gc, gd
+        print(f"     tc3f (dkdv tile body per class too, opt-in): fwd+bwd {t_fbf:9.3f} ms (bwd ~{t_fbf - t_f:8.3f}; "
+              f"speedup {(t_fb - t_f) / (t_fbf - t_f):5.3f}x over the default); bitwise equal to the default: "
+              f"{f_bitwise}; nopos bwd {diag['dattn_nopos_tc3f_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
+              f"satmost bwd {diag['dattn_satmost_tc3f_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
+              flush=True)
+        del g0, gb, g2, g3, gp, gk, g3s, gc, gd, gf
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if old is not None:

@@ -52,6 +52,8 @@ extern "C" size_t dattn_bwd_tc3c_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3c_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" size_t dattn_bwd_tc3d_smem_d64(int S);
 extern "C" size_t dattn_bwd_tc3e_smem_d64(int S);
+extern "C" size_t dattn_bwd_tc3f_smem_d64(int S);
+extern "C" cudaError_t dattn_launch_bwd_tc3f_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3e_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3d_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3s_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
@@ -71,18 +73,19 @@ extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
  * with the run-sum scatter, bwd_tc3s_d64.cu; 5: tc3k, tc3b with the saturated column constants
  * on four warps, bwd_tc3k_d64.cu; 6: tc3c, tc3s + tc3k, bwd_tc3c_d64.cu; 7: tc3d, tc3c with
  * the lean P / dS loop, bwd_tc3d_d64.cu; 8: tc3e, tc3d whose dq kernel compiles the tile body
- * per tile class, bwd_tc3e_d64.cu, with tc3d's dkdv kernel; 0: none at this head dim). */
+ * per tile class, bwd_tc3e_d64.cu, with tc3d's dkdv kernel; 9: tc3f, tc3e whose dkdv kernel
+ * does the same, bwd_tc3f_d64.cu; 0: none at this head dim). */
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 {
     if (D != 64) return 0;
-    return v3 == 8 ? dattn_bwd_tc3e_smem_d64(S) : v3 == 7 ? dattn_bwd_tc3d_smem_d64(S) : v3 == 6 ? dattn_bwd_tc3c_smem_d64(S) : v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
+    return v3 == 9 ? dattn_bwd_tc3f_smem_d64(S) : v3 == 8 ? dattn_bwd_tc3e_smem_d64(S) : v3 == 7 ? dattn_bwd_tc3d_smem_d64(S) : v3 == 6 ? dattn_bwd_tc3c_smem_d64(S) : v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
         : v3 == 3 ? dattn_bwd_tc3p_smem_d64(S) : v3 >= 2 ? dattn_bwd_tc3b_smem_d64(S)
         : dattn_bwd_tc3_smem_d64(S);
 }
 
 /* D_i, the dq kernel, the dkdv kernel (tc3: 1 the round-3 ones, 2 their lean-loop variant
  * tc3b, 3 tc3b with P rounded once for dV, tc3p, 4 tc3b with the run-sum scatter, tc3s,
- * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e), the table reduces; all on `stream`. */
+ * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e, 9 tc3f), the table reduces; all on `stream`. */
 extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream)
 {
     const dattn_fwd_args &a = A->f;
@@ -93,7 +96,8 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
         if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
         for (int which = 0; which < 2; which++) {
             /* (tc3e: its dq kernel and tc3d's dkdv kernel) */
-            e = tc3 == 8 ? (which ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
+            e = tc3 == 9 ? dattn_launch_bwd_tc3f_d64(A, bf, which, stream)
+                : tc3 == 8 ? (which ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
                                   : dattn_launch_bwd_tc3e_d64(A, bf, which, stream))
                 : tc3 == 7 ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
                 : tc3 == 6 ? dattn_launch_bwd_tc3c_d64(A, bf, which, stream)

@@ -86,7 +86,9 @@
  *           the same results as tc3e; the same workspace and routing);
  *   tc3e    the default (tc3d with the dq kernel's tile body compiled once for band tiles and
  *           once for the others; bwd_tc3e_d64.cu: its dq kernel, tc3d's dkdv kernel), accepted
- *           by name. */
+ *           by name;
+ *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
+ *           opt-in, bitwise tc3e; the same workspace and routing). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -846,8 +848,8 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     /* the round-3 kernels: tc3e (tc3d + per-class dq tile bodies) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
-     * previous default), =tc3e the default by name (same workspace) */
-    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e"}; /* v3 1..8 */
+     * previous default), =tc3e the default by name (same workspace), =tc3f tc3e + per-class dkdv tile bodies */
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f"}; /* v3 1..9 */
     int v3 = 8;
     for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
