@@ -48,7 +48,8 @@ of launch calls, the dattn calls seen (dattn::fwd / dattn::bwd ops, or the eager
 autograd.Function: once per layer proves no fallback, and under compile that the compiled
 graph kept them), and the top 10 kernels by total time (--top N: N of them). If busy /
 median is well under ~0.7 the step is host-bound (launch and Python cost): compile / CUDA
-graphs should then show a large gain. A profiler failure is recorded in the side's JSON and does not fail the bench.
+graphs should then show a large gain. A profiler failure is recorded in the side's JSON and
+does not fail the bench.
 
 Time-bounded: every eager side first times one step, then repeats for about
 --case-budget seconds (at least 1, at most --reps steps); the median is reported (all
