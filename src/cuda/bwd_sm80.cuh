@@ -67,7 +67,7 @@
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
- * tc3e (V3 = 8, bwd_tc3e_d64.cu, the D = 64 default): tc3d whose dq kernel compiles
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, DATTN_CUDA_BWD=tc3e, the previous default): tc3d whose dq kernel compiles
  * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
  * those run none of the band path's tests and branches (its dkdv kernel is tc3d's: two bodies
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
