@@ -24,16 +24,19 @@ DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
     }
 }
 
-#define BWD_RED(SUF, DT, KV)                                                                   \
+/* Both tables' reduces in one launch: blockIdx.z = 0 reduces dpk (when c2p is on), the last z
+ * dpq (when p2c is on); grid z = c2p + p2c. One launch per backward instead of two (the host
+ * cost of a launch is what bounds small training steps); each block runs the same body as a
+ * separate reduce did, so the bits are the same. */
+#define BWD_RED(SUF, DT)                                                                       \
     extern "C" __global__ void __launch_bounds__(128)                                         \
-        dattn_bwd_tc_reduce_##SUF##_kv##KV(const __grid_constant__ dattn_bwd_args A)             \
+        dattn_bwd_tc_reduce_##SUF(const __grid_constant__ dattn_bwd_args A)                     \
     {                                                                                          \
-        bwd_tc_reduce_body<DT, KV>(A);                                                         \
+        if (A.f.c2p && blockIdx.z == 0) bwd_tc_reduce_body<DT, 0>(A);                           \
+        else bwd_tc_reduce_body<DT, 1>(A);                                                     \
     }
-BWD_RED(f16, 1, 0)
-BWD_RED(f16, 1, 1)
-BWD_RED(bf16, 2, 0)
-BWD_RED(bf16, 2, 1)
+BWD_RED(f16, 1)
+BWD_RED(bf16, 2)
 
 extern "C" size_t dattn_bwd_sm80_smem_d64(int S);
 extern "C" size_t dattn_bwd_sm80_smem_d128(int S);
@@ -111,17 +114,11 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
             if (e != cudaSuccess) return e;
         }
     }
-    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H);
+    const unsigned nz = (unsigned)((a.c2p ? 1 : 0) + (a.p2c ? 1 : 0));
+    if (nz == 0) return cudaSuccess;
+    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H, nz);
     const unsigned nt = (unsigned)(a.D < 128 ? a.D : 128);
-    if (a.c2p) {
-        if (bf) dattn_bwd_tc_reduce_bf16_kv0<<<grid, nt, 0, stream>>>(*A);
-        else dattn_bwd_tc_reduce_f16_kv0<<<grid, nt, 0, stream>>>(*A);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    if (a.p2c) {
-        if (bf) dattn_bwd_tc_reduce_bf16_kv1<<<grid, nt, 0, stream>>>(*A);
-        else dattn_bwd_tc_reduce_f16_kv1<<<grid, nt, 0, stream>>>(*A);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    if (bf) dattn_bwd_tc_reduce_bf16<<<grid, nt, 0, stream>>>(*A);
+    else dattn_bwd_tc_reduce_f16<<<grid, nt, 0, stream>>>(*A);
+    return cudaGetLastError();
 }
