@@ -6,10 +6,11 @@
 
 /* dp[h, t, :] = sum over the CTAs (row-block groups) of head h, in group order, of the fp32
  * partials whose recorded 16-slot range [lo, hi) holds t; zeros elsewhere. The groups are
- * read RG at a time (every load of a batch in flight before its adds; one at a time made this
- * pass latency-bound, ~40 us per layer at B4 L2048 H12) and added in group order: the same
- * sum as one group at a time. */
-#define RG 8
+ * read RG at a time (every load of a batch in flight before its adds: two round trips per
+ * batch, the ranges then the partials; one group at a time made this pass latency-bound, 41
+ * us per layer at B4 L2048 H12, 34 with batches of 8; H12 has 22 groups per head) and added
+ * in group order: the same sum as one group at a time. */
+#define RG 32
 template <int DT, int KV>
 DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
 {
