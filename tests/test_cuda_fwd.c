@@ -42,13 +42,14 @@
  * the default run and of --quick, with the mode checks (TF32 != IEEE on the same inputs,
  * IEEE mode bitwise on the IEEE kernel).
  * --quick: a small subset (compute-sanitizer).
- * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d|sm90w1e|sm90w1f: the fp16/bf16 D=64/128 cases (those the Hopper
+ * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d|sm90w1e|sm90w1f|sm90w1g: the fp16/bf16 D=64/128 cases (those the Hopper
  *   wgmma kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead
  *   of falling back; n64 / n128: its 64- / 128-key tiles where the head dim has both; w1:
  *   its one-warpgroup instance at D = 64, two CTAs per SM; w1ov: the same with the next
  *   K side loaded during the softmax; w1b: with the lean loop; w1c: w1b with the pipelined
  *   band products; w1d: w1b with the saturated / plain tile order; w1e: w1c with the leaner
- *   band-tile overheads; w1f: w1e with a band tile's K side loaded during P V), or
+ *   band-tile overheads; w1f: w1e with a band tile's K side loaded during P V; w1g: w1c with
+ *   the saturated p2c constants through the score product, bf16 hi + lo), or
  *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
  *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
  *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
@@ -1384,8 +1385,9 @@ int main(int argc, char **argv)
     }
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
         strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c") &&
-        strcmp(path, "sm90w1d") && strcmp(path, "sm90w1e") && strcmp(path, "sm90w1f")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e or sm90w1f\n");
+        strcmp(path, "sm90w1d") && strcmp(path, "sm90w1e") && strcmp(path, "sm90w1f") &&
+        strcmp(path, "sm90w1g")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f or sm90w1g\n");
         return 2;
     }
     if (same_as && (!path || strncmp(path, "sm90", 4) || strncmp(same_as, "sm90", 4))) {
