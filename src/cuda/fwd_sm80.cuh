@@ -129,6 +129,9 @@ struct fwd_geom {
     static_assert((BN * RB) % 128 == 0 && (RC * RB) % 128 == 0, "alignment");
     static_assert(!OG || (V90 && LN && D == 64 && BN == 64 && OFF_OG % 1024 == 0),
                   "OG: the one-warpgroup lean wgmma kernel, its OG block on a swizzle-atom boundary");
+    /* OG's 8 KB (less the LN constants' 1 KB) still fit two CTAs per SM on sm_90 (228 KB per SM,
+     * 1 KB reserved per CTA): 2 x (115456 + 1024) <= 233472 */
+    static_assert(!OG || 2 * (SMEM + 1024) <= 233472, "OG: two CTAs per SM");
 };
 
 enum { DATTN_CLS_PLAIN = 0, DATTN_CLS_SATP = 1, DATTN_CLS_SATN = 2, DATTN_CLS_BAND = 3 };
