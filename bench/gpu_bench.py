@@ -28,6 +28,7 @@ gpu-2026-11-30-tc3e "*_w1e_ms" / "*_w1f_ms", the band-tile variants measured the
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
        python3 bench/gpu_bench.py --encoder-only --repeat 3 [--json out.json]  (the host-bound encoder cells: median of 3)
+       python3 bench/gpu_bench.py --encoder-only --profile  (+ "encoder_profile": kernels of one forward per side)
 (DATTN_LIB=path/libdattn.so picks the library; scripts/gpu_ab.sh uses it for A/B runs)
 
 fp32 A/B (fp32_level; alone: --fp32-only): B=16 H=12 D=64 L in {512, 2048}, v3 positions:
@@ -389,10 +390,34 @@ def memory(lib, results):
     torch.cuda.empty_cache()
 
 
-def encoder_level(results, quick):
+def kernel_table(run, top=25):
+    """One call of run() under torch.profiler (CUDA activity): the device kernels grouped by
+    name, by total time (count, total ms), with the kernel count and the summed kernel time:
+    where an encoder forward's time goes, side by side with the floor's."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    by = {}
+    for e in prof.profiler.kineto_results.events():  # as gpu_train_bench.profiler_events
+        if (e.device_type() == torch.autograd.DeviceType.CPU or e.is_user_annotation()
+                or e.name().startswith(("Memcpy", "Memset"))):
+            continue
+        c = by.setdefault(e.name(), [0, 0.0])
+        c[0] += 1
+        c[1] += e.duration_ns() / 1e6
+    rows = sorted(by.items(), key=lambda kv: -kv[1][1])
+    return dict(n_kernels=sum(c for c, _ in by.values()), kernel_ms=sum(t for _, t in by.values()),
+                top=[dict(name=n[:120], count=c, total_ms=round(t, 3)) for n, (c, t) in rows[:top]])
+
+
+def encoder_level(results, quick, profile=False):
     """DeBERTa-v3-base-shaped encoder (random weights, eval, fp16): dattn.patch against the
     same encoder with its attention replaced by plain SDPA (no position terms: the "SDPA
-    floor") and against transformers itself."""
+    floor") and against transformers itself. profile: after timing, one forward of the floor
+    and of dattn per case under torch.profiler (kernel_table: "profile_floor",
+    "profile_dattn")."""
     try:
         sys.path.insert(0, os.path.join(ROOT, "python"))
         os.environ.setdefault("DATTN_LIBRARY", os.path.join(ROOT, "build", "libdattn.so"))
@@ -437,11 +462,14 @@ def encoder_level(results, quick):
                 mask[b, n:] = 0
         return ids, mask
 
-    def timed(ids, mask, rep):
+    def forward(ids, mask):
         def run():
             with torch.inference_mode():
                 return model(input_ids=ids, attention_mask=mask).last_hidden_state
-        return bench(run, rep=rep)
+        return run
+
+    def timed(ids, mask, rep):
+        return bench(forward(ids, mask), rep=rep)
 
     cases = [("B16_L512", 16, 512, None, 1.3), ("B16_L8192", 16, 8192, None, 1.5)]
     rng = torch.Generator().manual_seed(1)
@@ -455,6 +483,8 @@ def encoder_level(results, quick):
         try:
             mdv2.DisentangledSelfAttention.forward = sdpa_forward
             row["sdpa_floor_ms"] = timed(ids, mask, rep)
+            if profile:
+                row["profile_floor"] = kernel_table(forward(ids, mask))
         except Exception as e:
             row["sdpa_floor_error"] = str(e)[:200]
         finally:
@@ -462,6 +492,8 @@ def encoder_level(results, quick):
         dattn.patch(model)
         try:
             row["dattn_ms"] = timed(ids, mask, rep)
+            if profile:
+                row["profile_dattn"] = kernel_table(forward(ids, mask))
         except Exception as e:
             row["dattn_error"] = str(e)[:200]
         dattn.unpatch(model)
@@ -505,9 +537,14 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="with --encoder-only: the encoder level N times; 'encoder' holds the "
                          "median reading per case, 'encoder_runs' every run")
+    ap.add_argument("--profile", action="store_true",
+                    help="with --encoder-only: also one profiled forward of the floor and of dattn "
+                         "per case, kernels by total time (after the timed readings)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if args.profile and not args.encoder_only:
+        ap.error("--profile goes with --encoder-only")
     torch.manual_seed(0)
     lib = load_lib()
     res = dict(
@@ -539,6 +576,11 @@ def main():
         return
     if args.encoder_only:
         encoder_repeated(res, args.repeat, args.quick)
+        if args.profile:  # one more reading, profiled; the medians above stay "encoder"
+            med = res["encoder"]
+            encoder_level(res, args.quick, profile=True)
+            res["encoder_profile"], res["encoder"] = res["encoder"], med
+            print_profiles(res["encoder_profile"])
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(res, f, indent=1)
@@ -634,6 +676,17 @@ def print_encoder(res):
         if r.get("dattn_graphs_ms"):
             print("%-16s %10.2f   (packed path replaying CUDA graphs: patch(cuda_graphs=True))"
                   % (k + "+graphs", r["dattn_graphs_ms"]))
+
+
+def print_profiles(enc):
+    for k, r in enc.items():
+        for side in ("floor", "dattn"):
+            p = r.get("profile_" + side)
+            if not p:
+                continue
+            print("%s %s: %d kernels, %.2f ms of kernels" % (k, side, p["n_kernels"], p["kernel_ms"]))
+            for t in p["top"][:12]:
+                print("   %5d %9.3f ms  %s" % (t["count"], t["total_ms"], t["name"][:90]))
 
 
 def encoder_repeated(res, n, quick):

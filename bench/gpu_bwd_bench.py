@@ -4,11 +4,12 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
-Each shape is timed several times in one run: the default backward (at D = 64 tc3e: the
+Each shape is timed several times in one run: the default backward (at D = 64 tc3f: the
 round-3 tensor-core kernels with the lean tile loop, the run-sum scatter, the four-warp
-saturated constants, the lean P / dS loop and the dq kernel's tile body per tile class;
+saturated constants, the lean P / dS loop and both kernels' tile body per tile class;
 sliding C window, two CTAs per SM; dattn_* keys; until gpu-2026-11-30-bwdvar the default was
-tc3b, until gpu-2026-11-30-tc3d tc3c, until gpu-2026-11-30-tc3e tc3d) and the round-2 kernels
+tc3b, until gpu-2026-11-30-tc3d tc3c, until gpu-2026-11-30-tc3e tc3d, until
+gpu-2026-11-30-tc3f tc3e) and the round-2 kernels
 pinned (DATTN_CUDA_BWD=tc2; *_tc2 keys), and their gradients are compared (tc2_max_rel:
 max |g_tc2 - g_default| / max |g_default| over the five gradients; both paths are checked
 against float64 by test_cuda_bwd). Results before 2026-11-30 (gpu-2026-11-30-tc3 and older)
@@ -59,13 +60,19 @@ default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradi
 default's bit for bit (they must), and the nopos diagnostic again on tc3c
 (dattn_nopos_tc3c_{fwdbwd,bwd}_ms). (In gpu-2026-11-30-tc3d, where tc3c was the default, the
 same block timed tc3d with *_tc3d keys and tc3d_speedup_over_default = tc3c / tc3d.)
-tc3d (DATTN_CUDA_BWD=tc3d, the previous default): the default tc3e without the per-class tile
+tc3d (DATTN_CUDA_BWD=tc3d, the default before tc3e): tc3e without the per-class tile
 bodies of the dq kernel (tc3e = tc3d whose dq kernel compiles the tile body once for band tiles
 and once for the others); *_tc3d keys, default_speedup_over_tc3d = tc3d bwd / default bwd,
 tc3d_bitwise: its five gradients equal the default's bit for bit (they must), and the nopos /
 satmost diagnostics again on tc3d (dattn_{nopos,satmost}_tc3d_{fwdbwd,bwd}_ms). (In
 gpu-2026-11-30-tc3e, where tc3d was the default, the same block timed the opt-in tc3e with
 *_tc3e keys, tc3e_speedup_over_default = tc3d / tc3e.)
+tc3e (DATTN_CUDA_BWD=tc3e, the previous default): the default tc3f without the per-class tile
+bodies of the dkdv kernel; *_tc3e keys, default_speedup_over_tc3e = tc3e bwd / default bwd,
+tc3e_bitwise: its five gradients equal the default's bit for bit (they must), and the nopos /
+satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms). (In
+gpu-2026-11-30-tc3f, where tc3e was the default, the same block timed the opt-in tc3f with
+*_tc3f keys, tc3f_speedup_over_default = tc3e / tc3f.)
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -167,6 +174,8 @@ def main():
         c_bitwise = all(torch.equal(a, b) for a, b in zip(gc, g0))
         t_fbd, gd = pinned("tc3d", timed_grads)
         d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
+        t_fbe, ge = pinned("tc3e", timed_grads)
+        e_bitwise = all(torch.equal(a, b) for a, b in zip(ge, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
@@ -199,6 +208,8 @@ def main():
                 diag.update({f"dattn_{name}_tc3k_fwdbwd_ms": dfbk, f"dattn_{name}_tc3k_bwd_ms": dfbk - df})
                 dfbd = pinned("tc3d", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3d_fwdbwd_ms": dfbd, f"dattn_{name}_tc3d_bwd_ms": dfbd - df})
+                dfbe = pinned("tc3e", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({f"dattn_{name}_tc3e_fwdbwd_ms": dfbe, f"dattn_{name}_tc3e_bwd_ms": dfbe - df})
             if name == "nopos":
                 dfbc = pinned("tc3c", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_nopos_tc3c_fwdbwd_ms": dfbc, "dattn_nopos_tc3c_bwd_ms": dfbc - df})
@@ -245,6 +256,9 @@ def main():
                  dattn_fwdbwd_tc3d_ms=t_fbd, dattn_bwd_tc3d_ms=t_fbd - t_f, ratio_tc3d=t_fbd / t_fl,
                  tc3d_speedup=tb / (t_fbd - t_f), default_speedup_over_tc3d=(t_fbd - t_f) / (t_fb - t_f),
                  tc3d_bitwise=d_bitwise,
+                 dattn_fwdbwd_tc3e_ms=t_fbe, dattn_bwd_tc3e_ms=t_fbe - t_f, ratio_tc3e=t_fbe / t_fl,
+                 tc3e_speedup=tb / (t_fbe - t_f), default_speedup_over_tc3e=(t_fbe - t_f) / (t_fb - t_f),
+                 tc3e_bitwise=e_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -286,12 +300,17 @@ def main():
               f"{tb / (t_fbc - t_f):5.3f}x over tc3b; the default is {(t_fbc - t_f) / (t_fb - t_f):5.3f}x faster); "
               f"bitwise equal to the default: {c_bitwise}; nopos bwd {diag['dattn_nopos_tc3c_bwd_ms']:.3f} "
               f"(default {diag['dattn_nopos_bwd_ms']:.3f}, tc3k {diag['dattn_nopos_tc3k_bwd_ms']:.3f})", flush=True)
-        print(f"     tc3d (previous default): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}; the default is "
+        print(f"     tc3d (default before tc3e): fwd+bwd {t_fbd:9.3f} ms (bwd ~{t_fbd - t_f:8.3f}; the default is "
               f"{(t_fbd - t_f) / (t_fb - t_f):5.3f}x faster); bitwise equal to the default: {d_bitwise}; "
               f"nopos bwd {diag['dattn_nopos_tc3d_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
               f"satmost bwd {diag['dattn_satmost_tc3d_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
               flush=True)
-        del g0, gb, g2, g3, gp, gk, g3s, gc, gd
+        print(f"     tc3e (previous default, dq tile body per class only): fwd+bwd {t_fbe:9.3f} ms (bwd ~{t_fbe - t_f:8.3f}; "
+              f"default speedup {(t_fbe - t_f) / (t_fb - t_f):5.3f}x over it); bitwise equal to the default: "
+              f"{e_bitwise}; nopos bwd {diag['dattn_nopos_tc3e_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
+              f"satmost bwd {diag['dattn_satmost_tc3e_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
+              flush=True)
+        del g0, gb, g2, g3, gp, gk, g3s, gc, gd, ge
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if old is not None:

@@ -46,9 +46,10 @@ busy_fraction = busy / wall and busy / the unprofiled median step (the better es
 device work hardly changes under the profiler, host work does), the number of kernels and
 of launch calls, the dattn calls seen (dattn::fwd / dattn::bwd ops, or the eager
 autograd.Function: once per layer proves no fallback, and under compile that the compiled
-graph kept them), and the top 10 kernels by total time. If busy / median is well under ~0.7 the
-step is host-bound (launch and Python cost): compile / CUDA graphs should then show a
-large gain. A profiler failure is recorded in the side's JSON and does not fail the bench.
+graph kept them), and the top 10 kernels by total time (--top N: N of them). If busy /
+median is well under ~0.7 the step is host-bound (launch and Python cost): compile / CUDA
+graphs should then show a large gain. A profiler failure is recorded in the side's JSON and
+does not fail the bench.
 
 Time-bounded: every eager side first times one step, then repeats for about
 --case-budget seconds (at least 1, at most --reps steps); the median is reported (all
@@ -285,8 +286,9 @@ def quiet_profile(dev):
             yield prof
 
 
-def profile_step(step, dev, median_ms):
-    """One warm step under torch.profiler; a summary dict, or {"error": ...}."""
+def profile_step(step, dev, median_ms, top=10):
+    """One warm step under torch.profiler; a summary dict (its top kernels by total time),
+    or {"error": ...}."""
     try:
         sync(dev)
         with quiet_profile(dev) as prof:
@@ -296,7 +298,7 @@ def profile_step(step, dev, median_ms):
             sync(dev)
             t2 = time.perf_counter()
         return summarize_events(profiler_events(prof), dev.type, (t2 - t0) * 1e3,
-                                (t1 - t0) * 1e3, median_ms)
+                                (t1 - t0) * 1e3, median_ms, top)
     except Exception as e:  # the profile is extra information: never fail the bench on it
         return dict(error=err(e))
 
@@ -400,6 +402,9 @@ def main(argv=None):
                     "graphs, which dattn's dropout RNG does not support)")
     ap.add_argument("--no-floor", action="store_true", help="skip the SDPA-floor side")
     ap.add_argument("--no-profile", action="store_true", help="skip the GPU-busy profiles")
+    ap.add_argument("--top", type=int, default=10,
+                    help="kernels listed per profile, by total time (a large N lists every kernel "
+                         "of the step: where the launches of a host-bound step come from)")
     ap.add_argument("--time-budget", type=float, default=160.0,
                     help="seconds: no compile side starts that would end past it")
     ap.add_argument("--compile-estimate", type=float, default=75.0,
@@ -494,7 +499,7 @@ def main(argv=None):
                     if side == "dattn":
                         r["path"] = hf.last_path
                     if not args.no_profile:
-                        r["profile"] = profile_step(step, dev, r["median_ms"])
+                        r["profile"] = profile_step(step, dev, r["median_ms"], args.top)
                         if side == "dattn":
                             r["dattn_ran"] = dattn_ran(r["profile"], args.layers)
             except torch.OutOfMemoryError as e:
@@ -573,7 +578,7 @@ def main(argv=None):
                     r = measure(step, budget, args.reps, dev, warm=False)
                     r.update(compile_s=c_s, warmup_steps=n_warm, dynamo=dynamo_counts())
                     if not args.no_profile:
-                        r["profile"] = profile_step(step, dev, r["median_ms"])
+                        r["profile"] = profile_step(step, dev, r["median_ms"], args.top)
                         if side.startswith("dattn"):
                             r["dattn_ran"] = dattn_ran(r["profile"], args.layers)
                 except torch.OutOfMemoryError as e:

@@ -7,7 +7,7 @@ default, fp32 weights, no TF32; --tiny: 2 layers of hidden 64), patched with dat
 --autocast none|bf16|fp16 (default none: fp32 throughout, today's check unchanged) runs
 every model forward under torch.autocast(dtype) as mixed-precision training does; dattn
 then computes in that dtype (q/k/v arrive as bf16/fp16), so on an H200 the tensor-core
-backward (tc3e at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with.
+backward (tc3f at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with.
 
 1. Gradient check, dropout off (every nn.Dropout set to p = 0 for this step): one
    forward/backward of a global batch of --global-batch sequences split evenly over the

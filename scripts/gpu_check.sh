@@ -153,11 +153,17 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3c --quick" 120 build/tests/test_cuda_bwd --path tc3c --same-as tc3d --quick
   else step "test_cuda_bwd --path tc3c" 300 build/tests/test_cuda_bwd --path tc3c --same-as tc3d; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  # tc3d (DATTN_CUDA_BWD=tc3d, bwd_tc3d_d64.cu, the previous default): the default tc3e
-  # without the dq kernel's tile body per tile class: the whole sweep on it against ref64,
-  # every backward again on tc3e and bitwise equal
+  # tc3d (DATTN_CUDA_BWD=tc3d, bwd_tc3d_d64.cu): tc3e without the dq kernel's tile body per
+  # tile class: the whole sweep on it against ref64, every backward again on tc3e and bitwise
+  # equal
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3d --quick" 120 build/tests/test_cuda_bwd --path tc3d --same-as tc3e --quick
   else step "test_cuda_bwd --path tc3d" 300 build/tests/test_cuda_bwd --path tc3d --same-as tc3e; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # tc3e (DATTN_CUDA_BWD=tc3e, bwd_tc3e_d64.cu, the previous default): the default tc3f
+  # without the dkdv kernel's tile body per tile class: the whole sweep on it against ref64,
+  # every backward again on tc3f and bitwise equal
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3f --quick
+  else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3f; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
@@ -200,10 +206,11 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # the round-3 ones with their first tile loop (tc3; the default is tc3b), with P rounded
   # once for dv (tc3p) and with the saturated column constants on four warps (tc3k), and
   # with the run-sum scatter (tc3s: warp shuffles and a per-warp scratch in the scatter), and
-  # tc3b, tc3c (tc3s + tc3k) and tc3d (tc3c with the lean P / dS loop; the default, tc3e, is
-  # tc3d with the dq kernel's tile body per tile class)
+  # tc3b, tc3c (tc3s + tc3k), tc3d (tc3c with the lean P / dS loop) and tc3e (tc3d with the dq
+  # kernel's tile body per tile class; the default, tc3f, is tc3e whose dkdv kernel takes the
+  # per-class tile bodies too)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d; do
+    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

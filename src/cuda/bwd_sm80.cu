@@ -5,7 +5,11 @@
 #include <cuda_runtime.h>
 
 /* dp[h, t, :] = sum over the CTAs (row-block groups) of head h, in group order, of the fp32
- * partials whose recorded 16-slot range [lo, hi) holds t; zeros elsewhere. */
+ * partials whose recorded 16-slot range [lo, hi) holds t; zeros elsewhere. The groups are
+ * read RG at a time (every load of a batch in flight before its adds; one at a time made this
+ * pass latency-bound, ~40 us per layer at B4 L2048 H12) and added in group order: the same
+ * sum as one group at a time. */
+#define RG 8
 template <int DT, int KV>
 DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
 {
@@ -15,25 +19,44 @@ DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
     const int32_t *rg = A.tcr + ((int64_t)(KV ? a.H : 0) + h) * 2 * NG;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float s = 0.f;
-        for (int grp = 0; grp < NG; grp++) {
-            if (t < rg[2 * grp] || t >= rg[2 * grp + 1]) continue;
-            s += part[(((int64_t)h * NG + grp) * S2 + t) * D + d];
+        for (int g0 = 0; g0 < NG; g0 += RG) {
+            float v[RG];
+            int lo[RG], hi[RG];
+            bool in[RG];
+#pragma unroll
+            for (int k = 0; k < RG; k++) { /* the ranges first, all loads unconditional */
+                const int grp = g0 + k < NG ? g0 + k : NG - 1;
+                lo[k] = rg[2 * grp];
+                hi[k] = rg[2 * grp + 1];
+            }
+#pragma unroll
+            for (int k = 0; k < RG; k++) {
+                const int grp = g0 + k;
+                in[k] = (grp < NG) & (t >= lo[k]) & (t < hi[k]);
+                v[k] = in[k] ? part[(((int64_t)h * NG + grp) * S2 + t) * D + d] : 0.f;
+            }
+#pragma unroll
+            for (int k = 0; k < RG; k++)
+                if (in[k]) s += v[k];
         }
         if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
         else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
     }
 }
 
-#define BWD_RED(SUF, DT, KV)                                                                   \
+/* Both tables' reduces in one launch: blockIdx.z = 0 reduces dpk (when c2p is on), the last z
+ * dpq (when p2c is on); grid z = c2p + p2c. One launch per backward instead of two (the host
+ * cost of a launch is what bounds small training steps); each block runs the same body as a
+ * separate reduce did, so the bits are the same. */
+#define BWD_RED(SUF, DT)                                                                       \
     extern "C" __global__ void __launch_bounds__(128)                                         \
-        dattn_bwd_tc_reduce_##SUF##_kv##KV(const __grid_constant__ dattn_bwd_args A)             \
+        dattn_bwd_tc_reduce_##SUF(const __grid_constant__ dattn_bwd_args A)                     \
     {                                                                                          \
-        bwd_tc_reduce_body<DT, KV>(A);                                                         \
+        if (A.f.c2p && blockIdx.z == 0) bwd_tc_reduce_body<DT, 0>(A);                           \
+        else bwd_tc_reduce_body<DT, 1>(A);                                                     \
     }
-BWD_RED(f16, 1, 0)
-BWD_RED(f16, 1, 1)
-BWD_RED(bf16, 2, 0)
-BWD_RED(bf16, 2, 1)
+BWD_RED(f16, 1)
+BWD_RED(bf16, 2)
 
 extern "C" size_t dattn_bwd_sm80_smem_d64(int S);
 extern "C" size_t dattn_bwd_sm80_smem_d128(int S);
@@ -52,6 +75,8 @@ extern "C" size_t dattn_bwd_tc3c_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3c_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" size_t dattn_bwd_tc3d_smem_d64(int S);
 extern "C" size_t dattn_bwd_tc3e_smem_d64(int S);
+extern "C" size_t dattn_bwd_tc3f_smem_d64(int S);
+extern "C" cudaError_t dattn_launch_bwd_tc3f_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3e_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3d_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3s_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
@@ -71,18 +96,19 @@ extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
  * with the run-sum scatter, bwd_tc3s_d64.cu; 5: tc3k, tc3b with the saturated column constants
  * on four warps, bwd_tc3k_d64.cu; 6: tc3c, tc3s + tc3k, bwd_tc3c_d64.cu; 7: tc3d, tc3c with
  * the lean P / dS loop, bwd_tc3d_d64.cu; 8: tc3e, tc3d whose dq kernel compiles the tile body
- * per tile class, bwd_tc3e_d64.cu, with tc3d's dkdv kernel; 0: none at this head dim). */
+ * per tile class, bwd_tc3e_d64.cu, with tc3d's dkdv kernel; 9: tc3f, tc3e whose dkdv kernel
+ * does the same, bwd_tc3f_d64.cu; 0: none at this head dim). */
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 {
     if (D != 64) return 0;
-    return v3 == 8 ? dattn_bwd_tc3e_smem_d64(S) : v3 == 7 ? dattn_bwd_tc3d_smem_d64(S) : v3 == 6 ? dattn_bwd_tc3c_smem_d64(S) : v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
+    return v3 == 9 ? dattn_bwd_tc3f_smem_d64(S) : v3 == 8 ? dattn_bwd_tc3e_smem_d64(S) : v3 == 7 ? dattn_bwd_tc3d_smem_d64(S) : v3 == 6 ? dattn_bwd_tc3c_smem_d64(S) : v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
         : v3 == 3 ? dattn_bwd_tc3p_smem_d64(S) : v3 >= 2 ? dattn_bwd_tc3b_smem_d64(S)
         : dattn_bwd_tc3_smem_d64(S);
 }
 
 /* D_i, the dq kernel, the dkdv kernel (tc3: 1 the round-3 ones, 2 their lean-loop variant
  * tc3b, 3 tc3b with P rounded once for dV, tc3p, 4 tc3b with the run-sum scatter, tc3s,
- * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e), the table reduces; all on `stream`. */
+ * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e, 9 tc3f), the table reduces; all on `stream`. */
 extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream)
 {
     const dattn_fwd_args &a = A->f;
@@ -93,7 +119,8 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
         if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
         for (int which = 0; which < 2; which++) {
             /* (tc3e: its dq kernel and tc3d's dkdv kernel) */
-            e = tc3 == 8 ? (which ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
+            e = tc3 == 9 ? dattn_launch_bwd_tc3f_d64(A, bf, which, stream)
+                : tc3 == 8 ? (which ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
                                   : dattn_launch_bwd_tc3e_d64(A, bf, which, stream))
                 : tc3 == 7 ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)
                 : tc3 == 6 ? dattn_launch_bwd_tc3c_d64(A, bf, which, stream)
@@ -107,17 +134,11 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
             if (e != cudaSuccess) return e;
         }
     }
-    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H);
+    const unsigned nz = (unsigned)((a.c2p ? 1 : 0) + (a.p2c ? 1 : 0));
+    if (nz == 0) return cudaSuccess;
+    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H, nz);
     const unsigned nt = (unsigned)(a.D < 128 ? a.D : 128);
-    if (a.c2p) {
-        if (bf) dattn_bwd_tc_reduce_bf16_kv0<<<grid, nt, 0, stream>>>(*A);
-        else dattn_bwd_tc_reduce_f16_kv0<<<grid, nt, 0, stream>>>(*A);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    if (a.p2c) {
-        if (bf) dattn_bwd_tc_reduce_bf16_kv1<<<grid, nt, 0, stream>>>(*A);
-        else dattn_bwd_tc_reduce_f16_kv1<<<grid, nt, 0, stream>>>(*A);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    return cudaSuccess;
+    if (bf) dattn_bwd_tc_reduce_bf16<<<grid, nt, 0, stream>>>(*A);
+    else dattn_bwd_tc_reduce_f16<<<grid, nt, 0, stream>>>(*A);
+    return cudaGetLastError();
 }

@@ -67,7 +67,7 @@
  * exp2(-inf) = +0, the value tc3c selects), radd - lse is formed once per row and tile in the
  * dq kernel; bitwise tc3c.
  *
- * tc3e (V3 = 8, bwd_tc3e_d64.cu, the D = 64 default): tc3d whose dq kernel compiles
+ * tc3e (V3 = 8, bwd_tc3e_d64.cu, DATTN_CUDA_BWD=tc3e, the previous default): tc3d whose dq kernel compiles
  * the column-tile body twice, for band tiles and for the others (plain / saturated), so that
  * those run none of the band path's tests and branches (its dkdv kernel is tc3d's: two bodies
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
@@ -151,7 +151,10 @@ struct bwd_geom {
     static constexpr int OFF_CR = OFF_TS + (V3 >= 2 ? DATTN_ALIGN128(2 * D * 4) : 0);
     /* tc3s (V3 == 4): the window slots sSl in reverse order (bwd_scatter_runs) */
     static constexpr int OFF_SR = OFF_CR + (V3 >= 5 ? DATTN_ALIGN128(2 * BN * 4) : 0);
-    static constexpr int OFF_C = OFF_SR + (V3 == 4 || V3 >= 6 ? DATTN_ALIGN128(NT * 4) : 0);
+    /* tc3f (V3 == 9): the dkdv kernel's saturated-tile row sums of ds, [NTHR] float4 per
+     * thread (rs_hi[0..1], rs_lo[0..1]), out of the registers of the tile loop */
+    static constexpr int OFF_RA = OFF_SR + (V3 == 4 || V3 >= 6 ? DATTN_ALIGN128(NT * 4) : 0);
+    static constexpr int OFF_C = OFF_RA + (V3 >= 9 ? DATTN_ALIGN128(NTHR * 16) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -160,6 +163,12 @@ struct bwd_geom {
     static_assert(RC >= 64, "the end phase stages 64 table rows in the ring");
     static_assert(!V3 || (RC >= NWIN + 15 && CW % 16 == 0 && CW >= NWIN + 15), "tc3 window");
 };
+
+/* tc3f: threadIdx.x through a volatile read (ptx.cuh tid_x_volatile), so that ptxas recomputes
+ * what a row block derives from it where it is used instead of hoisting it out of the
+ * row-block loop into a register held across the tiles (the values it spilled in tc3f's dkdv
+ * kernel) */
+DATTN_DEV int bwd_tid_remat() { return (int)tid_x_volatile(); }
 
 /* C pitch (elements) for att span S: (2S + 8) * 2 bytes = 16 mod 128 when S % 16 == 0 */
 DATTN_DEV int bwd_cpitch(int S) { return 2 * S + 8; }
@@ -508,13 +517,14 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3p (V3 == 3): tc3b with P rounded once to the storage dtype for dV */
     constexpr int P1 = V3 == 3;
     /* tc3k (V3 == 5): tc3b with the saturated column constants on all four warps */
-    constexpr int SK = V3 == 5 || V3 == 6 || V3 == 7 || V3 == 8;
+    constexpr int SK = V3 == 5 || V3 == 6 || V3 == 7 || V3 == 8 || V3 == 9;
     /* tc3s (V3 == 4): the run-sum scatter of log-zone band tiles; tc3c (V3 == 6): tc3s + tc3k */
-    constexpr int RS = V3 == 4 || V3 == 6 || V3 == 7 || V3 == 8;
+    constexpr int RS = V3 == 4 || V3 == 6 || V3 == 7 || V3 == 8 || V3 == 9;
     /* tc3d (V3 == 7): tc3c with the lean P / dS loop (bitwise tc3c) */
-    constexpr int LP = V3 == 7 || V3 == 8;
+    constexpr int LP = V3 == 7 || V3 == 8 || V3 == 9;
     /* tc3e (V3 == 8): tc3d with the column-tile body compiled per tile class (bitwise tc3d) */
-    constexpr int CS = V3 == 8;
+    constexpr int CS = V3 == 8 || V3 == 9;
+    /* tc3f (V3 == 9): tc3e whose dkdv kernel takes the two bodies too (bitwise tc3e) */
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -551,7 +561,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     if constexpr (LN) {
         static_assert(G::NTHR == 2 * D, "one thread per saturated-row element");
         const int st = tid < D ? (KV ? a.sat_neg : a.sat_pos) : (KV ? a.sat_pos : a.sat_neg);
-        if (colpos) ((float *)(smem + G::OFF_TS))[tid] = h2f<BF>(tch[(int64_t)st * tc_ss + tid % D]);
+        const int td = V3 == 9 ? bwd_tid_remat() % D : tid % D; /* (tc3f: see bwd_tid_remat) */
+        if (colpos) ((float *)(smem + G::OFF_TS))[tid] = h2f<BF>(tch[(int64_t)st * tc_ss + td]);
     }
     /* tc3b: this thread's chunk (row lrow + 16 it, chunk lch) of every 64-byte-row tile */
     const int lrow = tid / G::CPR, lch = tid % G::CPR;
@@ -634,6 +645,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
 #pragma unroll
     for (int db = 0; db < (KV ? G::DB : 1); db++) dv[db][0] = dv[db][1] = dv[db][2] = dv[db][3] = 0.f;
     float rs_hi[2] = {0.f, 0.f}, rs_lo[2] = {0.f, 0.f}; /* saturated-tile row sums of ds */
+    /* tc3f (V3 == 9), dkdv kernel: the row sums live in shared memory during the tile loop
+     * (this thread's float4 at OFF_RA; the same additions in the same order: bitwise) */
+    constexpr int RSS = V3 == 9 && KV;
+    float4 *sra = (float4 *)(smem + G::OFF_RA) + tid;
+    if constexpr (RSS) *sra = make_float4(0.f, 0.f, 0.f, 0.f);
 
     const float sl2 = a.sl2;
     const uint32_t rk = smem_u32(smem + G::OFF_RK), rq = smem_u32(smem + G::OFF_RQ);
@@ -710,7 +726,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
          * register allocation (it took tc3d's dq kernel from 249 to 255 registers before the
          * Philox rework), so the other variants keep the plain loop. (The body keeps the
          * loop's indentation, so that its history stays readable.) */
-        static_assert(CS, "DATTN_BWD_TILE_CLASSES is tc3e's (V3 == 8)");
+        static_assert(CS, "DATTN_BWD_TILE_CLASSES is tc3e's / tc3f's (V3 == 8 / 9)");
         auto tile = [&](auto kcl) {
         constexpr int KC = decltype(kcl)::value;
         const int cls = KC == BWD_KC_BAND ? (int)DATTN_CLS_BAND
@@ -1203,6 +1219,17 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         /* ---- table-gradient bookkeeping of the row-side term */
         if (rowpos) {
             if (cls == DATTN_CLS_SATP || cls == DATTN_CLS_SATN) {
+                if constexpr (RSS) {
+                    float4 ra = *sra;
+#pragma unroll
+                    for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            if (cls == DATTN_CLS_SATP) (e >> 1 ? ra.y : ra.x) += s[nb][e];
+                            else (e >> 1 ? ra.w : ra.z) += s[nb][e];
+                        }
+                    *sra = ra;
+                } else {
 #pragma unroll
                 for (int nb = 0; nb < G::NB; nb++)
 #pragma unroll
@@ -1210,6 +1237,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                         if (cls == DATTN_CLS_SATP) rs_hi[e >> 1] += s[nb][e];
                         else rs_lo[e >> 1] += s[nb][e];
                     }
+                }
             } else if (cls == DATTN_CLS_BAND) {
                 /* scatter ds into C by real slot; log-zone tiles may map two columns of a
                  * row to one slot: the 4 lanes of a row then take turns (fixed order) */
@@ -1253,7 +1281,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         };
         /* (the dkdv kernel is tc3d's: with two bodies ptxas spills it, 8-24 bytes at 255
          * registers, NOTES.md) */
-        static_assert(!KV, "tc3e's dkdv kernel is tc3d's (bwd_sm80_inst.cuh)");
+        static_assert(!KV || V3 == 9, "tc3e's dkdv kernel is tc3d's (bwd_sm80_inst.cuh)");
         if (cls_a == DATTN_CLS_BAND) tile(dattn_int_c<BWD_KC_BAND>());
         else tile(dattn_int_c<BWD_KC_NOBAND>());
 #endif
@@ -1268,6 +1296,10 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         bwd_v3_flush<D, BN, BF, KV, V3>(A, h, dx, flo & ~15, ftop, 0, sc_any ? (ring_lo & ~15) : S2, sc_any ? rtop : -1,
                                     trh, tr_ss);
         /* saturated-tile row sums (fp32, outside C): dX += rs TR[sat], partial[sat] += rs^T X */
+        if constexpr (RSS) {
+            const float4 ra = *sra;
+            rs_hi[0] = ra.x, rs_hi[1] = ra.y, rs_lo[0] = ra.z, rs_lo[1] = ra.w;
+        }
         __syncthreads(); /* (scs: the tiles' reads of the saturated constants are done) */
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -1404,9 +1436,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     const int64_t o_sl = KV ? A.dk_sl : A.dq_sl;
     uint16_t *vo = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)tok0 * A.dv_sl + (int64_t)h * A.dv_sh
                       : (uint16_t *)0;
+    /* (tc3f: the row of this thread recomputed here, see bwd_tid_remat) */
+    const int xt = V3 == 9 ? (bwd_tid_remat() >> 5) * 16 + ((bwd_tid_remat() & 31) >> 2) : wr0 + g;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int x = m0 + wr0 + g + 8 * r;
+        const int x = m0 + xt + 8 * r;
         if (x >= len) continue;
 #pragma unroll
         for (int db = 0; db < G::DB; db++) {
@@ -1439,15 +1473,21 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         sur[1] = 0;
         sur[2] = u0; /* the loop counter lives here: no register held across a row block */
         sur[3] = u1;
+        if (V3 == 9) sur[4] = nblk; /* (tc3f, below) */
     }
+    /* tc3f (V3 == 9): nor the row block count, and the counter is re-read for its increment
+     * (with both kernels' tile bodies per class, ptxas spilled exactly these two values of
+     * the dkdv kernel, held across a row block) */
+    constexpr int UR = V3 == 9;
 #pragma unroll 1
     for (;;) {
         __syncthreads(); /* the previous row block is done with shared memory and its partial */
         const int u = sur[2];
         if (u >= sur[3]) break;
-        bwd_sm80_unit<D, BN, BF, KV, V3>(A, u / nblk, h, (u % nblk) * 64);
+        const int nb = UR ? sur[4] : nblk;
+        bwd_sm80_unit<D, BN, BF, KV, V3>(A, u / nb, h, (u % nb) * 64);
         __syncthreads();
-        if (threadIdx.x == 0) sur[2] = u + 1;
+        if (threadIdx.x == 0) sur[2] = (UR ? sur[2] : u) + 1;
     }
     if ((KV ? a.p2c : a.c2p) && threadIdx.x == 0) {
         int32_t *rg = A.tcr + ((int64_t)(KV ? a.H : 0) + h) * 2 * NG + 2 * grp;

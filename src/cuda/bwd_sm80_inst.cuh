@@ -21,7 +21,9 @@
 #endif
 /* every round-3 variant: two CTAs (8 warps) per SM */
 #define DATTN_BWD_MINB (DATTN_BWD_V3 ? 2 : 1)
-#if DATTN_BWD_V3 == 8
+#if DATTN_BWD_V3 == 9
+#define DATTN_BWD_PFX tc3f
+#elif DATTN_BWD_V3 == 8
 #define DATTN_BWD_PFX tc3e
 #elif DATTN_BWD_V3 == 7
 #define DATTN_BWD_PFX tc3d
@@ -64,11 +66,11 @@
 /* (tc3e, DATTN_BWD_TILE_CLASSES: the dq kernels only; its dkdv kernel is tc3d's, launched by
  * bwd_sm80.cu) */
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES
+#if !DATTN_BWD_TILE_CLASSES || DATTN_BWD_V3 == 9
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES
+#if !DATTN_BWD_TILE_CLASSES || DATTN_BWD_V3 == 9
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 
@@ -89,7 +91,7 @@ extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD
     const dattn_bwd_args *A, int bf, int which, cudaStream_t stream)
 {
     typedef void (*kfn)(dattn_bwd_args);
-#if DATTN_BWD_TILE_CLASSES
+#if DATTN_BWD_TILE_CLASSES && DATTN_BWD_V3 == 8
     if (which) return cudaErrorInvalidValue; /* (tc3e: no dkdv kernel of its own) */
     const kfn k = bf ? DATTN_BWD_K(bf16, 0) : DATTN_BWD_K(f16, 0);
 #else

@@ -61,9 +61,10 @@
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
  * At D = 64 the tensor-core backward is the round-3 pair with the lean tile loop, the run-sum
- * scatter, the four-warp saturated constants, the lean P / dS loop and the dq kernel's tile
- * body per tile class (bwd_tc3e_d64.cu, "tc3e": its dq kernel + tc3d's dkdv kernel; tc3e
- * 1.039 / 1.014 / 1.019x tc3d's backward, bitwise equal, bench/results/gpu-2026-11-30-tc3e/;
+ * scatter, the four-warp saturated constants, the lean P / dS loop and both kernels' tile
+ * body per tile class (bwd_tc3f_d64.cu, "tc3f"; tc3f 1.018 / 1.005 / 1.014x tc3e's backward,
+ * bitwise equal, bench/results/gpu-2026-11-30-tc3f/; "tc3e" = its dq kernel + tc3d's dkdv
+ * kernel, 1.039 / 1.014 / 1.019x tc3d's backward, bitwise equal, bench/results/gpu-2026-11-30-tc3e/;
  * "tc3d" = tc3c (tc3s + tc3k) + lean P / dS: sliding C window, 2 CTAs per SM; tc3d 1.055 /
  * 1.042 / 1.105x tc3c's backward at B32 L512 / B8 L2048 / B2 L8192, bitwise equal,
  * bench/results/gpu-2026-11-30-tc3d/; tc3s alone 1.23 / 1.25 / 1.08x and tc3k alone 1.00 /
@@ -88,9 +89,11 @@
  *           tc3d; the same workspace and routing);
  *   tc3d    tc3c with the lean P / dS loop (bwd_tc3d_d64.cu; the previous default, bitwise
  *           the same results as tc3e; the same workspace and routing);
- *   tc3e    the default (tc3d with the dq kernel's tile body compiled once for band tiles and
- *           once for the others; bwd_tc3e_d64.cu: its dq kernel, tc3d's dkdv kernel), accepted
- *           by name. */
+ *   tc3e    tc3d with the dq kernel's tile body compiled once for band tiles and once for
+ *           the others (bwd_tc3e_d64.cu: its dq kernel, tc3d's dkdv kernel; the previous
+ *           default, bitwise the same results as tc3f; the same workspace and routing);
+ *   tc3f    the default (tc3e whose dkdv kernel compiles the tile body per tile class too;
+ *           bwd_tc3f_d64.cu), accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -852,12 +855,13 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
-    /* the round-3 kernels: tc3e (tc3d + per-class dq tile bodies) unless DATTN_CUDA_BWD=tc3 pins the first loop,
+    /* the round-3 kernels: tc3f (tc3d + per-class tile bodies in both kernels) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
-     * previous default), =tc3e the default by name (same workspace) */
-    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e"}; /* v3 1..8 */
-    int v3 = 8;
+     * default before tc3e), =tc3e tc3d + per-class dq tile bodies (the previous default), =tc3f the
+     * default by name (same workspace) */
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f"}; /* v3 1..9 */
+    int v3 = 9;
     for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;

@@ -21,6 +21,15 @@
 
 #define DATTN_DEV static __device__ __forceinline__
 
+/* threadIdx.x by a volatile asm: not hoisted out of loops nor merged with other reads, so
+ * that values derived from it are recomputed where used instead of held in registers */
+DATTN_DEV uint32_t tid_x_volatile()
+{
+    uint32_t t;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t;
+}
+
 DATTN_DEV uint32_t smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);

@@ -14,6 +14,9 @@
 
 char *emu_smem_base(void);
 
+/* (the real one is a volatile asm read of %tid.x: a register-allocation device only) */
+DATTN_DEV uint32_t tid_x_volatile() { return threadIdx.x; }
+
 DATTN_DEV uint32_t smem_u32(const void *p)
 {
     return (uint32_t)((const char *)p - emu_smem_base());

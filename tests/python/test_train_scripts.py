@@ -156,6 +156,6 @@ def test_ddp_check_fast_bwd_gate_knows_every_tensor_core_kernel():
                 m = dc.TC_BWD.match(f"dattn_bwd_{pfx}_{dt}_d64_kv{kv}")
                 assert m and m.group(2) == dt, (pfx, dt, kv)
     for name in ("dattn_bwd_dq_f16", "dattn_bwd_dkdv_bf16", "dattn_bwd_di_f16",
-                 "dattn_bwd_tc_reduce_f16_kv0"):
+                 "dattn_bwd_tc_reduce_f16"):
         assert not dc.TC_BWD.match(name), name
     assert dc.SIMPLE_BWD.match("dattn_bwd_dq_bf16") and dc.SIMPLE_BWD.match("dattn_bwd_dkdv_f16")
