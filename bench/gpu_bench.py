@@ -16,14 +16,15 @@ Kernel path: the library's default on an H200 at D=64 is the one-warpgroup Hoppe
 kernel with the lean tile loop and pipelined band products (sm90w1c; launch.cu
 DATTN_SM90_DEFAULT / DATTN_SM90_D64; before gpu-2026-11-30-next's run: sm90w1b),
 elsewhere the mma.sync kernel (sm80); every op-level figure is also measured with
-DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov, sm90w1, sm90w1b, sm90w1e and sm90w1f
+DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov, sm90w1, sm90w1b and sm90w1g
 (mma.sync; the two-warpgroup wgmma kernel with 128- / 64-key tiles; the one-warpgroup one with
 the next K side loaded during the softmax; the one-warpgroup one without the lean loop; the
 lean loop without the pipelined band products, the previous default; the default with the
-leaner band-tile overheads; the same with a band tile's K side loaded during P V) in the same
+saturated p2c constants through the score product) in the same
 run ("*_sm80_ms" / "*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" / "*_w1b_ms" /
-"*_w1e_ms" / "*_w1f_ms" keys): an A/B in one call.
-(gpu-2026-11-30-next has "*_w1c_ms" / "*_w1d_ms" columns instead of "*_w1b_ms".)
+"*_w1g_ms" keys): an A/B in one call.
+(gpu-2026-11-30-next has "*_w1c_ms" / "*_w1d_ms" columns instead of "*_w1b_ms";
+gpu-2026-11-30-tc3e "*_w1e_ms" / "*_w1f_ms", the band-tile variants measured there.)
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
        python3 bench/gpu_bench.py --encoder-only --repeat 3 [--json out.json]  (the host-bound encoder cells: median of 3)
@@ -136,7 +137,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1e", "sm90w1e"), ("w1f", "sm90w1f"))
+                  ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1g", "sm90w1g"))
 
 
 def bench(fn, rep=200):
@@ -642,21 +643,20 @@ def main():
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
             "dattn_ms", "dattn_w1b_ms", "dattn_nopos_ms", "dattn_nopos_w1b_ms", "dattn_satmost_ms",
             "dattn_satmost_w1b_ms", "dattn_allband_ms", "dattn_allband_w1b_ms")))
-    # the opt-in band-tile variants against the default (sm90w1c): sm90w1e (leaner band-tile
-    # overheads), sm90w1f (sm90w1e + a band tile's K side during P V); bitwise the same results
-    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
-        "shape", "dattn", "w1e", "w1f", "nopos", "nopos_w1e", "nopos_w1f", "sat", "sat_w1e", "sat_w1f",
-        "band", "band_w1e", "band_w1f"))
+    # the opt-in variant against the default (sm90w1c): sm90w1g (a saturated tile's p2c
+    # constants through the score product: a bf16 ones x (hi, lo) k16 step; not bitwise)
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "shape", "dattn", "w1g", "nopos", "nopos_w1g", "sat", "sat_w1g", "band", "band_w1g"))
     for r in res["op"]:
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
-            "dattn_ms", "dattn_w1e_ms", "dattn_w1f_ms", "dattn_nopos_ms", "dattn_nopos_w1e_ms",
-            "dattn_nopos_w1f_ms", "dattn_satmost_ms", "dattn_satmost_w1e_ms", "dattn_satmost_w1f_ms",
-            "dattn_allband_ms", "dattn_allband_w1e_ms", "dattn_allband_w1f_ms")))
+            "dattn_ms", "dattn_w1g_ms", "dattn_nopos_ms", "dattn_nopos_w1g_ms",
+            "dattn_satmost_ms", "dattn_satmost_w1g_ms",
+            "dattn_allband_ms", "dattn_allband_w1g_ms")))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
           "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
-          "w1b columns DATTN_CUDA_FWD=sm90w1b (the previous default), w1e / w1f columns "
-          "DATTN_CUDA_FWD=sm90w1e / sm90w1f (opt-in band-tile variants)" % res["dattn_default_path"])
+          "w1b columns DATTN_CUDA_FWD=sm90w1b (the previous default), w1g columns "
+          "DATTN_CUDA_FWD=sm90w1g (opt-in: saturated p2c constants through the score product)" % res["dattn_default_path"])
     print_encoder(res)
     print_fp32(res)
 

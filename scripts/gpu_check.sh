@@ -178,11 +178,14 @@ fi
 #     every case again on sm90w1b and bitwise equal: --same-as sm90w1b), sm90w1e (sm90w1c
 #     with the leaner band-tile overheads) and sm90w1f (sm90w1e with a band tile's K side
 #     loaded during P V), both opt-in, every case again on the default sm90w1c and bitwise
-#     equal (--same-as sm90w1c). GPU_CHECK_PATHS overrides the list.
+#     equal (--same-as sm90w1c), and sm90w1g (sm90w1c with the saturated p2c constants through
+#     the score product, bf16 hi + lo: not bitwise sm90w1c; every case again on sm90w1c with
+#     lse within 1e-5 relative: --same-as sm90w1c --lse-tol 1e-5). GPU_CHECK_PATHS overrides
+#     the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1g}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
-    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; esac
+    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1g) arg="$arg --same-as sm90w1c --lse-tol 1e-5" ;; esac
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
     else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
@@ -220,10 +223,12 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # products (sm90w1b), the saturated / plain tile order (sm90w1d: S before the V load, P V
   # before the next K side), the leaner band-tile overheads (sm90w1e: the c2p-scratch barrier
   # after the first p2c group's products) and a band tile's K side during P V (sm90w1f: cp.async
-  # of the window table's ring rows while the P V wgmma reads V); the default runs above cover
-  # sm90w1c
+  # of the window table's ring rows while the P V wgmma reads V), the saturated p2c constants
+  # through the score product (sm90w1g: cp.async of the (hi, lo) pairs into the wgmma operand
+  # block after the V barrier, st.shared of its zeros / ones before the first barrier); the
+  # default runs above cover sm90w1c
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f; do
+    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1g; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

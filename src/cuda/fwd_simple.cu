@@ -288,8 +288,12 @@ extern "C" __global__ void __launch_bounds__(256) dattn_fwd_vmean_f16(const __gr
 extern "C" __global__ void __launch_bounds__(256) dattn_fwd_vmean_bf16(const __grid_constant__ dattn_fwd_args a, float *vm) { vmean_body<2>(a, vm); }
 
 /* p2c of saturated tiles: kps[plane(b, h)][side][j] = k_j . pq[h][sat_pos | sat_neg] (fp32).
- * One thread per key row; rows are 16-byte aligned (the tensor-core path's condition). */
-template <int BF>
+ * One thread per key row; rows are 16-byte aligned (the tensor-core path's condition).
+ * HL (for the OG kernels, sm90w1g): the same sum c as a bf16 pair in the same 4 bytes, hi =
+ * bf16(c) in the low half, lo = bf16(c - hi) in the high half (hi + lo = c to ~2^-16
+ * relative; bf16 for both dtypes: its range is fp32's, so no c overflows it; lo = 0 when hi
+ * is not finite). */
+template <int BF, int HL = 0>
 DATTN_DEV void kps_body(const dattn_fwd_args &a, float *kps, int64_t nrows)
 {
     __shared__ float pqs[2][128];
@@ -323,15 +327,27 @@ DATTN_DEV void kps_body(const dattn_fwd_args &a, float *kps, int64_t nrows)
             sn = fmaf(kv, pqs[1][ch * 8 + e], sn);
         }
     }
-    kps[po] = sp;
-    kps[po + a.kps_ld] = sn;
+    if constexpr (HL) {
+        const uint16_t hp = f2h<1>(sp), hn = f2h<1>(sn);
+        const float rp = h2f<1>(hp), rn = h2f<1>(hn);
+        const uint16_t lp = (hp & 0x7F80u) != 0x7F80u ? f2h<1>(sp - rp) : (uint16_t)0;
+        const uint16_t ln = (hn & 0x7F80u) != 0x7F80u ? f2h<1>(sn - rn) : (uint16_t)0;
+        ((uint32_t *)kps)[po] = (uint32_t)hp | ((uint32_t)lp << 16);
+        ((uint32_t *)kps)[po + a.kps_ld] = (uint32_t)hn | ((uint32_t)ln << 16);
+    } else {
+        kps[po] = sp;
+        kps[po + a.kps_ld] = sn;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(128) dattn_fwd_kps_f16(const __grid_constant__ dattn_fwd_args a, float *kps, int64_t n) { kps_body<0>(a, kps, n); }
 extern "C" __global__ void __launch_bounds__(128) dattn_fwd_kps_bf16(const __grid_constant__ dattn_fwd_args a, float *kps, int64_t n) { kps_body<1>(a, kps, n); }
+extern "C" __global__ void __launch_bounds__(128) dattn_fwd_kps_hl_f16(const __grid_constant__ dattn_fwd_args a, float *kps, int64_t n) { kps_body<0, 1>(a, kps, n); }
+extern "C" __global__ void __launch_bounds__(128) dattn_fwd_kps_hl_bf16(const __grid_constant__ dattn_fwd_args a, float *kps, int64_t n) { kps_body<1, 1>(a, kps, n); }
 
+/* kps_hl: the kps planes as bf16 (hi, lo) pairs (the OG kernels, sm90w1g) instead of fp32 */
 extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype, int32_t *kvr,
-                                             float *vmean, float *kps, cudaStream_t stream)
+                                             float *vmean, float *kps, int kps_hl, cudaStream_t stream)
 {
     if (kvr) dattn_fwd_keyrange<<<a->B, 256, 0, stream>>>(*a, kvr);
     if (vmean) {
@@ -344,7 +360,8 @@ extern "C" cudaError_t dattn_launch_fwd_prep(const dattn_fwd_args *a, int dtype,
         const int64_t nrows = a->packed ? a->kps_ld : (int64_t)a->B * a->L;
         const int64_t nblk = (nrows + 127) / 128;
         if (nblk > 0) {
-            void (*k)(dattn_fwd_args, float *, int64_t) = dtype == 2 ? dattn_fwd_kps_bf16 : dattn_fwd_kps_f16;
+            void (*k)(dattn_fwd_args, float *, int64_t) = kps_hl ? (dtype == 2 ? dattn_fwd_kps_hl_bf16 : dattn_fwd_kps_hl_f16)
+                                                                 : (dtype == 2 ? dattn_fwd_kps_bf16 : dattn_fwd_kps_f16);
             k<<<dim3((unsigned)nblk, a->H), 128, 0, stream>>>(*a, kps, nrows);
         }
     }

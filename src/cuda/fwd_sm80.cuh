@@ -74,7 +74,7 @@
  * variant (fwd_sm90.cuh): Q K^T and P V run on wgmma, which reads the K and V tiles
  * through 128-byte-swizzle descriptors, so those tiles start on 1024-byte boundaries and
  * the dynamic shared memory gets 1 KB of slack to align its base. */
-template <int D, int NW, int MS, int BN, int V90 = 0, int LN = 0>
+template <int D, int NW, int MS, int BN, int V90 = 0, int LN = 0, int OG = 0>
 struct fwd_geom {
     static constexpr int BM = 16 * MS * NW;  /* query rows per CTA */
     static constexpr int WR = 16 * MS;       /* query rows per warp */
@@ -104,11 +104,18 @@ struct fwd_geom {
     static constexpr int OFF_K =
         DATTN_ALIGN_V90(OFF_SC + (SC_ALIAS ? 0 : DATTN_ALIGN128(NW * 16 * PC * 4)), V90);
     static constexpr int OFF_V = DATTN_ALIGN_V90(OFF_K + BN * RB, V90);
-    static constexpr int OFF_T = OFF_V + BN * RB;
+    /* OG only: the saturated p2c operands of the tensor-core init (fwd_sm80_body's OG), BN rows
+     * of 128 bytes in the 128-byte swizzle (one 1024-byte atom per 8 rows): k16 position 0 is
+     * the B block (row = key: its bf16 (hi, lo) pair at k 0, 1), positions 1 and 3 two copies
+     * of the A block ("ones": 1 at k 0, 1 of every row), the rest zero; strip ms reads A at
+     * position 2 ms + 1 (distinct operands: with one, ptxas merges the two strips' identical
+     * wgmma into one plus a wait and 32 register moves) */
+    static constexpr int OFF_OG = OFF_V + BN * RB;
+    static constexpr int OFF_T = OFF_V + BN * RB + (OG ? BN * 128 : 0);
     static constexpr int OFF_PS = OFF_T + DATTN_ALIGN128(NT * 4);
     /* saturated p2c constants: BN floats; the lean loop (LN) MS x 2 BN (per strip, each key
-     * pair twice: one 16-byte load per score block) */
-    static constexpr int OFF_RK = OFF_PS + DATTN_ALIGN128(BN * 4 * (LN ? 2 * MS : 1));
+     * pair twice: one 16-byte load per score block); none with OG (the OG block above) */
+    static constexpr int OFF_RK = OFF_PS + (OG ? 0 : DATTN_ALIGN128(BN * 4 * (LN ? 2 * MS : 1)));
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB; /* saturated c2p row constants [2][BM] */
     static constexpr int OFF_TAB = OFF_CS + DATTN_ALIGN128(2 * BM * 4);
@@ -120,6 +127,11 @@ struct fwd_geom {
     static_assert(PC % 16 == 8 && PP % 16 == 8, "skew buffer pitch (bank conflicts)");
     static_assert(CPR % 4 == 0, "ldmatrix.x4 over four chunks");
     static_assert((BN * RB) % 128 == 0 && (RC * RB) % 128 == 0, "alignment");
+    static_assert(!OG || (V90 && LN && D == 64 && BN == 64 && OFF_OG % 1024 == 0),
+                  "OG: the one-warpgroup lean wgmma kernel, its OG block on a swizzle-atom boundary");
+    /* OG's 8 KB (less the LN constants' 1 KB) still fit two CTAs per SM on sm_90 (228 KB per SM,
+     * 1 KB reserved per CTA): 2 x (115456 + 1024) <= 233472 */
+    static_assert(!OG || 2 * (SMEM + 1024) <= 233472, "OG: two CTAs per SM");
 };
 
 enum { DATTN_CLS_PLAIN = 0, DATTN_CLS_SATP = 1, DATTN_CLS_SATN = 2, DATTN_CLS_BAND = 3 };
@@ -247,11 +259,11 @@ DATTN_DEV void fwd_load_v(const dattn_fwd_args &a, const fwd_cta &t, int n)
 
 /* The K side of key tile n: K, the window table and new ring rows (band) or the
  * saturated p2c constants, and (registers) its mask bytes. */
-template <int D, int NW, int MS, int BN, int V90, int LN = 0, int SP = 0, int RL = 0>
+template <int D, int NW, int MS, int BN, int V90, int LN = 0, int SP = 0, int RL = 0, int OG = 0>
 DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int &ring_lo,
                           int &ring_ok, int &mk0, int &mk1, int &mk2, int &mk3, int *cls_out = 0)
 {
-    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
+    typedef fwd_geom<D, NW, MS, BN, V90, LN, OG> G;
     const int tid = threadIdx.x, lane = tid & 31;
     const int n0 = n * BN;
     const uint32_t sK = smem_u32(t.smem + G::OFF_K);
@@ -328,7 +340,15 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
         if (cls != DATTN_CLS_PLAIN && a.p2c) {
             const float *src = t.kpsb + (cls == DATTN_CLS_SATN ? a.kps_ld : 0) + n0;
             const uint32_t sps = smem_u32(t.smem + G::OFF_PS);
-            if constexpr (SP) {
+            if constexpr (OG) {
+                /* OG: the 4-byte (hi, lo) pair of key tid (the kps planes hold pairs for an OG
+                 * kernel, launch.cu) to k 0, 1 of B row tid: the first bytes of its swizzled
+                 * chunk 0 (the rest of the block stays zero) */
+                if (tid < BN) {
+                    const int ok = n0 + tid < t.len;
+                    cp_async4(smem_u32(t.smem + G::OFF_OG) + 128 * tid + ((tid & 7) << 4), src + (ok ? tid : 0), ok ? 4 : 0);
+                }
+            } else if constexpr (SP) {
                 /* the first strip copy of the LN layout below (fwd_sm80_body's SP init reads it
                  * for every strip): with NTHR == 2 BN, thread tid writes slot tid, key t.psj; no
                  * bounds check on a full tile */
@@ -348,7 +368,7 @@ DATTN_DEV void fwd_load_k(const dattn_fwd_args &a, const fwd_cta &t, int n, int 
                     }
                 }
             }
-            if constexpr (!SP)
+            if constexpr (!SP && !OG)
                 for (int j = tid; j < (LN ? 0 : BN); j += G::NTHR) {
                     const int ok = n0 + j < t.len;
                     cp_async4(sps + j * 4, src + (ok ? j : 0), ok ? 4 : 0);
@@ -545,15 +565,16 @@ DATTN_DEV void fwd_band_c2p_bp(float (&s)[MS][BN / 8][4], const uint32_t (&qf)[M
  * loaded after the P V wgmma is issued, while it runs (SP's order, for band tiles only; plain
  * and saturated tiles keep BP's); the p2c groups are 5 blocks (registers). Bitwise BE's. */
 template <int D, int NW, int MS, int BN, int BF, int V90 = 0, int OV = 0, int LN = 0, int BP = 0, int SP = 0,
-          int BE = 0, int BK = 0>
+          int BE = 0, int BK = 0, int OG = 0>
 DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 {
-    typedef fwd_geom<D, NW, MS, BN, V90, LN> G;
+    typedef fwd_geom<D, NW, MS, BN, V90, LN, OG> G;
     static_assert(!LN || V90, "the lean loop (LN) is a variant of the wgmma kernel");
     static_assert(!SP || (LN && !OV), "the lean saturated path (SP) is a variant of the lean loop (LN), "
                                       "K side loaded after the V barrier");
     static_assert(!BE || (BP && !SP && !OV), "BE is a variant of the pipelined band products (BP)");
     static_assert(!BK || BE, "BK is a variant of BE");
+    static_assert(!OG || (BP && !SP && !OV && !BE), "OG is a variant of the pipelined band products (BP)");
     static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
                   "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
                   "warp per 16-key sub-block");
@@ -598,6 +619,18 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
     if (t.use_pos)
         for (int i = tid; i < 2 * a.nlog; i += G::NTHR) stab[i] = a.tab[i];
+    /* OG: the A ("ones") and B blocks of the saturated p2c init (fwd_geom::OFF_OG): every chunk
+     * of every row zero, but for the bf16 pair (1, 1) at k 0, 1 of the A copies (chunks 2, 6);
+     * the loader writes only the first 4 bytes of B's chunk 0 (published by the barrier
+     * below) */
+    if (OG && a.p2c)
+        for (int q = tid; q < 8 * BN; q += G::NTHR) {
+            const int row = q >> 3, ch = q & 7;
+            uint4 z;
+            z.x = (ch & 3) == 2 ? 0x3F803F80u : 0u; /* bf16 (1, 1) */
+            z.y = z.z = z.w = 0u;
+            *(uint4 *)(smem + G::OFF_OG + 128 * row + ((ch ^ (row & 7)) << 4)) = z;
+        }
     int myvalid = 0;
     for (int r = tid; r < G::BM; r += G::NTHR) {
         const int i = m0 + r;
@@ -628,7 +661,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
     int clsn = 0; /* SP: the class of the next key tile, from its loader */
     if (n_begin < n_end) {
         if constexpr (SP) fwd_load_tile_ln<D, NW, MS, BN, V90>(smem_u32(smem + G::OFF_K) + t.kvoff, t.kthr, a.k_sl, n_begin * BN, len);
-        fwd_load_k<D, NW, MS, BN, V90, LN, SP, BE>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n,
+        fwd_load_k<D, NW, MS, BN, V90, LN, SP, BE, OG>(a, t, n_begin, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n,
                                                    SP ? &clsn : (int *)0);
     }
     cp_async_commit();
@@ -868,7 +901,9 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             }
         } else
 #endif
-        if (LN && cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+        if (OG && cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
+            /* OG: the saturated p2c constants enter through the score product (below) */
+        } else if (LN && cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c) {
             /* saturated: p2c is k_j . pq[sat], a per-column constant; one 16-byte load per
              * score block straight into the accumulators (the loader's duplicated layout, one
              * copy per strip: no register moves) */
@@ -912,19 +947,39 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             /* LN: no zero fill above; the first k-step ignores the accumulators (scale-d 0)
              * unless they hold a bias (band c2p values, saturated p2c constants) */
             const int sacc = !LN || (cls == DATTN_CLS_BAND ? a.c2p : cls != DATTN_CLS_PLAIN && a.p2c);
+            /* OG: a saturated tile's accumulators start from ones . B (one bf16 k16 step, scale-d
+             * 0): B row j holds the (hi, lo) bf16 pair of k_j . pq[sat] at k 0, 1, the ones block
+             * 1 at k 0, 1 of every row and zero elsewhere, so every row gets hi_j + lo_j */
+            const int og = OG && cls != DATTN_CLS_BAND && cls != DATTN_CLS_PLAIN && a.p2c;
             wgmma_fence();
+            /* OG: two copies of the issue sequence, so that each is straight-line wgmma code (a
+             * conditional wgmma inside one sequence makes ptxas inject warpgroup.arrive at the
+             * joins, on every tile) */
+            if (OG && og) {
 #pragma unroll
-            for (int ms = 0; ms < MS; ms++) {
-                /* one commit group per strip: strip 0's softmax starts while strip 1's
-                 * product is still in flight (wait<MS - 1 - ms> below) */
+                for (int ms = 0; ms < MS; ms++) {
+                    wgmma_ss<BN, 1, 0, 0>(s[ms], desc_add(dK0, (uint32_t)(G::OFF_OG - G::OFF_K + 64 * ms + 32)),
+                                          desc_add(dK0, (uint32_t)(G::OFF_OG - G::OFF_K)), 0);
 #pragma unroll
-                for (int ks = 0; ks < G::KS; ks++)
-                    wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks],
-                                        LN ? desc_add(dK0, (uint32_t)((ks >> 2) * BN * 128 + (ks & 3) * 32))
-                                           : desc_kmajor(sK, BN, 0, ks),
-                                        ks ? 1 : sacc);
-                wgmma_commit();
-                reg_fence(s[ms]);
+                    for (int ks = 0; ks < G::KS; ks++)
+                        wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks], desc_add(dK0, (uint32_t)((ks >> 2) * BN * 128 + (ks & 3) * 32)), 1);
+                    wgmma_commit();
+                    reg_fence(s[ms]);
+                }
+            } else {
+#pragma unroll
+                for (int ms = 0; ms < MS; ms++) {
+                    /* one commit group per strip: strip 0's softmax starts while strip 1's
+                     * product is still in flight (wait<MS - 1 - ms> below) */
+#pragma unroll
+                    for (int ks = 0; ks < G::KS; ks++)
+                        wgmma_rs<BN, BF, 0>(s[ms], qf[ms][ks],
+                                            LN ? desc_add(dK0, (uint32_t)((ks >> 2) * BN * 128 + (ks & 3) * 32))
+                                               : desc_kmajor(sK, BN, 0, ks),
+                                            ks ? 1 : sacc);
+                    wgmma_commit();
+                    reg_fence(s[ms]);
+                }
             }
 #endif
         }
@@ -1023,7 +1078,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
             /* every warp is done with K, the window table, the ring and the saturated p2c
              * constants of tile n (wgmma reads of K waited above): load tile n + 1's */
             __syncthreads();
-            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            if (n + 1 < n_end) fwd_load_k<D, NW, MS, BN, V90, LN, SP, 0, OG>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit(); /* possibly empty: the V wait below counts one group after V's */
         }
 
@@ -1182,7 +1237,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
         const int kafter = BK && n + 1 < n_end && tile_class<D, NW, MS, BN, V90>(a, t, n0 + BN) == DATTN_CLS_BAND;
         /* SP: after the P V wgmma is issued (below), so that it runs during the load */
         if (!(V90 && OV) && !SP && n + 1 < n_end && !kafter) {
-            fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+            fwd_load_k<D, NW, MS, BN, V90, LN, SP, 0, OG>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
             cp_async_commit();
         }
 
@@ -1216,13 +1271,13 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
              * saturated constants) while P V runs: every warp is done with tile n's (barrier
              * above), and P V reads only V and the P registers; one commit group with the K tile */
             if (SP && n + 1 < n_end) {
-                fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n, &clsn);
+                fwd_load_k<D, NW, MS, BN, V90, LN, SP, 0, OG>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n, &clsn);
                 cp_async_commit();
             }
             /* BK: the same for a band tile n + 1 (every warp is done with tile n's K tile, window
              * table and ring: the V barrier above; P V reads V and the P registers only) */
             if (BK && kafter) {
-                fwd_load_k<D, NW, MS, BN, V90, LN, SP>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
+                fwd_load_k<D, NW, MS, BN, V90, LN, SP, 0, OG>(a, t, n + 1, ring_lo, ring_ok, mk0n, mk1n, mk2n, mk3n);
                 cp_async_commit();
             }
             wgmma_wait<0>();

@@ -16,7 +16,10 @@
  *     bit 4 (with bit 2) BE: the band tile's c2p-scratch barrier after the first p2c
  *     group's products, the first key tile's ring rows through running pointers, the
  *     saturated c2p row constants only in CTAs with a saturated tile; bit 5 (with bit 4) BK:
- *     a band tile's K side (window table, ring rows) loaded while P V runs;
+ *     a band tile's K side (window table, ring rows) loaded while P V runs; bit 6 (with
+ *     bits 1, 2, without 0, 3, 4) OG: a saturated tile's p2c column constants enter through one
+ *     more (bf16) k16 step of the score product, ones x their (hi, lo) pairs, instead of
+ *     being loaded into the accumulators;
  *   - S = Q K^T is wgmma.m64n64k16 (x D/16) per warpgroup with Q from registers (the
  *     mma.m16n8k16 A fragments the band code holds anyway) and K read through a K-major
  *     128-byte-swizzle descriptor -- no ldmatrix for K, 4 instructions instead of 32 HMMA
@@ -49,12 +52,12 @@
     extern "C" __global__ void __launch_bounds__(32 * NW, NW == 4 ? 2 : 1)                     \
         dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(const __grid_constant__ dattn_fwd_args a)  \
     {                                                                                          \
-        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), ((OV >> 1) & 1), ((OV >> 2) & 1), ((OV >> 3) & 1), ((OV >> 4) & 1), ((OV >> 5) & 1)>(a); \
+        fwd_sm80_body<D, NW, MS, BN, DATTN_BF90_##DT, 1, (OV & 1), ((OV >> 1) & 1), ((OV >> 2) & 1), ((OV >> 3) & 1), ((OV >> 4) & 1), ((OV >> 5) & 1), ((OV >> 6) & 1)>(a); \
     }                                                                                          \
     extern "C" cudaError_t dattn_launch_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(                         \
         const dattn_fwd_args *a, int grid_x, int grid_y, int grid_z, cudaStream_t stream)      \
     {                                                                                          \
-        typedef fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1)> G;                                                  \
+        typedef fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1), ((OV >> 6) & 1)> G;                                                  \
         cudaError_t e = cudaFuncSetAttribute(dattn_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV,               \
                                              cudaFuncAttributeMaxDynamicSharedMemorySize,      \
                                              G::SMEM);                                         \
@@ -63,6 +66,6 @@
                                              stream>>>(*a);                                    \
         return cudaGetLastError();                                                             \
     }                                                                                          \
-    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1)>::SMEM; }
+    extern "C" int dattn_smem_fwd_sm90_d##D##_##DT##_n##BN##_w##NW##o##OV(void) { return fwd_geom<D, NW, MS, BN, 1, ((OV >> 1) & 1), ((OV >> 6) & 1)>::SMEM; }
 
 #endif
