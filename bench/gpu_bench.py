@@ -13,18 +13,19 @@ Encoder level needs the Python layer (python/dattn with dattn.patch); it runs wh
 package imports, else it is reported as skipped.
 
 Kernel path: the library's default on an H200 at D=64 is the one-warpgroup Hopper wgmma
-kernel with the lean tile loop and pipelined band products (sm90w1c; launch.cu
-DATTN_SM90_DEFAULT / DATTN_SM90_D64; before gpu-2026-11-30-next's run: sm90w1b),
-elsewhere the mma.sync kernel (sm80); every op-level figure is also measured with
-DATTN_CUDA_FWD=sm80, sm90n128, sm90n64, sm90w1ov, sm90w1, sm90w1b and sm90w1g
-(mma.sync; the two-warpgroup wgmma kernel with 128- / 64-key tiles; the one-warpgroup one with
-the next K side loaded during the softmax; the one-warpgroup one without the lean loop; the
-lean loop without the pipelined band products, the previous default; the default with the
-saturated p2c constants through the score product) in the same
-run ("*_sm80_ms" / "*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" / "*_w1b_ms" /
-"*_w1g_ms" keys): an A/B in one call.
+kernel with the lean tile loop, pipelined band products and a saturated tile's p2c constants
+through the score product (sm90w1g; launch.cu DATTN_SM90_DEFAULT / DATTN_SM90_D64; before
+gpu-2026-11-30-w1g's run: sm90w1c, before gpu-2026-11-30-next's: sm90w1b), elsewhere the
+mma.sync kernel (sm80); every op-level figure is also measured with DATTN_CUDA_FWD=sm80,
+sm90n128, sm90n64, sm90w1ov, sm90w1, sm90w1b and sm90w1c (mma.sync; the two-warpgroup wgmma
+kernel with 128- / 64-key tiles; the one-warpgroup one with the next K side loaded during the
+softmax; the one-warpgroup one without the lean loop; the lean loop without the pipelined band
+products; the previous default, without the saturated constants through the score product)
+in the same run ("*_sm80_ms" / "*_sm90_ms" / "*_n64_ms" / "*_w1ov_ms" / "*_w1_ms" /
+"*_w1b_ms" / "*_w1c_ms" keys): an A/B in one call.
 (gpu-2026-11-30-next has "*_w1c_ms" / "*_w1d_ms" columns instead of "*_w1b_ms";
-gpu-2026-11-30-tc3e "*_w1e_ms" / "*_w1f_ms", the band-tile variants measured there.)
+gpu-2026-11-30-tc3e "*_w1e_ms" / "*_w1f_ms", the band-tile variants measured there;
+gpu-2026-11-30-w1g "*_w1g_ms", sm90w1g opt-in against the then default sm90w1c.)
 
 usage: python3 bench/gpu_bench.py [--json out.json] [--quick] [--op-only]
        python3 bench/gpu_bench.py --encoder-only --repeat 3 [--json out.json]  (the host-bound encoder cells: median of 3)
@@ -137,7 +138,7 @@ class DattnFwd:
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
-                  ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1g", "sm90w1g"))
+                  ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1c", "sm90w1c"))
 
 
 def bench(fn, rep=200):
@@ -555,7 +556,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90w1c (wgmma, one warpgroup, 2 CTAs/SM, lean loop, pipelined band products) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
+                                 ("sm90w1g (wgmma, one warpgroup, 2 CTAs/SM, lean loop, pipelined band products, saturated constants through the score product) at D=64" if torch.cuda.get_device_capability(0) == (9, 0)
                                   else "sm80 (mma.sync)"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -635,28 +636,28 @@ def main():
             r.get("dattn_w1ov_ms") or 0, r.get("dattn_nopos_ms") or 0, r.get("dattn_nopos_sm80_ms") or 0,
             r.get("dattn_nopos_w1ov_ms") or 0, r.get("dattn_satmost_w1ov_ms") or 0,
             r.get("dattn_allband_w1ov_ms") or 0))
-    # the default (sm90w1c on an H200) against the previous one, sm90w1b (the lean loop without
-    # the pipelined band products; bitwise the same results)
+    # the default (sm90w1g on an H200) against sm90w1b (the lean loop without the pipelined
+    # band products nor the saturated constants through the score product)
     print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % (
         "shape", "dattn", "w1b", "nopos", "nopos_w1b", "sat", "sat_w1b", "band", "band_w1b"))
     for r in res["op"]:
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
             "dattn_ms", "dattn_w1b_ms", "dattn_nopos_ms", "dattn_nopos_w1b_ms", "dattn_satmost_ms",
             "dattn_satmost_w1b_ms", "dattn_allband_ms", "dattn_allband_w1b_ms")))
-    # the opt-in variant against the default (sm90w1c): sm90w1g (a saturated tile's p2c
-    # constants through the score product: a bf16 ones x (hi, lo) k16 step; not bitwise)
+    # the default (sm90w1g) against the previous one, sm90w1c (a saturated tile's p2c constants
+    # in the accumulators instead of a bf16 ones x (hi, lo) k16 step; not bitwise)
     print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s" % (
-        "shape", "dattn", "w1g", "nopos", "nopos_w1g", "sat", "sat_w1g", "band", "band_w1g"))
+        "shape", "dattn", "w1c", "nopos", "nopos_w1c", "sat", "sat_w1c", "band", "band_w1c"))
     for r in res["op"]:
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
-            "dattn_ms", "dattn_w1g_ms", "dattn_nopos_ms", "dattn_nopos_w1g_ms",
-            "dattn_satmost_ms", "dattn_satmost_w1g_ms",
-            "dattn_allband_ms", "dattn_allband_w1g_ms")))
+            "dattn_ms", "dattn_w1c_ms", "dattn_nopos_ms", "dattn_nopos_w1c_ms",
+            "dattn_satmost_ms", "dattn_satmost_w1c_ms",
+            "dattn_allband_ms", "dattn_allband_w1c_ms")))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
           "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
-          "w1b columns DATTN_CUDA_FWD=sm90w1b (the previous default), w1g columns "
-          "DATTN_CUDA_FWD=sm90w1g (opt-in: saturated p2c constants through the score product)" % res["dattn_default_path"])
+          "w1b columns DATTN_CUDA_FWD=sm90w1b (the lean loop alone), w1c columns "
+          "DATTN_CUDA_FWD=sm90w1c (the previous default: saturated p2c constants in the accumulators)" % res["dattn_default_path"])
     print_encoder(res)
     print_fp32(res)
 

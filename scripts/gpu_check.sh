@@ -168,7 +168,7 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
-#     products (sm90w1c) at D = 64 and the mma.sync
+#     products and the saturated constants through the score product (sm90w1g) at D = 64 and the mma.sync
 #     kernel at D = 32 / 128; launch.cu DATTN_SM90_DEFAULT): --path sm80 (mma.sync, the path
 #     of every other GPU), sm90 (two-warpgroup wgmma, 128-key tiles; a D=64/128 fp16/bf16 case
 #     it cannot run fails instead of falling back), sm90n64 (its 64-key tiles), sm90w1ov
@@ -177,15 +177,15 @@ fi
 #     previous default), sm90w1d (sm90w1b with the saturated / plain tile order, opt-in;
 #     every case again on sm90w1b and bitwise equal: --same-as sm90w1b), sm90w1e (sm90w1c
 #     with the leaner band-tile overheads) and sm90w1f (sm90w1e with a band tile's K side
-#     loaded during P V), both opt-in, every case again on the default sm90w1c and bitwise
-#     equal (--same-as sm90w1c), and sm90w1g (sm90w1c with the saturated p2c constants through
-#     the score product, bf16 hi + lo: not bitwise sm90w1c; every case again on sm90w1c with
-#     lse within 1e-5 relative: --same-as sm90w1c --lse-tol 1e-5). GPU_CHECK_PATHS overrides
-#     the list.
+#     loaded during P V), both opt-in, every case again on sm90w1c and bitwise equal (--same-as
+#     sm90w1c), and sm90w1c (the previous default: the default sm90w1g without the saturated p2c
+#     constants through the score product, whose bf16 hi + lo makes it not bitwise; every case
+#     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5).
+#     GPU_CHECK_PATHS overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1g}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
-    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1g) arg="$arg --same-as sm90w1c --lse-tol 1e-5" ;; esac
+    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;; esac
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
     else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
@@ -224,11 +224,11 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # before the next K side), the leaner band-tile overheads (sm90w1e: the c2p-scratch barrier
   # after the first p2c group's products) and a band tile's K side during P V (sm90w1f: cp.async
   # of the window table's ring rows while the P V wgmma reads V), the saturated p2c constants
-  # through the score product (sm90w1g: cp.async of the (hi, lo) pairs into the wgmma operand
-  # block after the V barrier, st.shared of its zeros / ones before the first barrier); the
-  # default runs above cover sm90w1c
+  # in the accumulators (sm90w1c, the previous default); the default runs above cover sm90w1g
+  # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
+  # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1g; do
+    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

@@ -494,14 +494,19 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * 6 sm90w1c with the leaner band-tile overheads (= sm90w1e), 7 sm90w1e with a band tile's K
  * side loaded during P V (= sm90w1f), 8 sm90w1c with the saturated p2c constants through the
  * score product (= sm90w1g).
- * 4: the pipelined band products beat the lean loop at every shape, bitwise the same results
+ * 8: a saturated tile's p2c column constants entering the score product as a bf16 (hi, lo)
+ * k16 step beat sm90w1c at every shape (0.311 / 0.756 / 1.785 ms against 0.311 / 0.777 / 1.919
+ * at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c; no position terms within 0.5%;
+ * bench/results/gpu-2026-11-30-w1g/); not bitwise sm90w1c (lse within 1e-5 relative).
+ * DATTN_CUDA_FWD=sm90w1c pins the previous default.
+ * Before, 4: the pipelined band products beat the lean loop at every shape, bitwise the same results
  * (0.315 / 0.788 / 1.925 ms against 0.373 / 0.903 / 2.048 at B32 L512 / B8 L2048 / B2 L8192,
  * fp16 H12 D64 c2p|p2c; no position terms within +1.1%; bench/results/gpu-2026-11-30-next/).
  * 5 (sm90w1d) lost there (2.153 ms at L8192). Before: 3 beat w1 at every shape (0.370 / 0.902
  * / 2.047 ms against 0.393 / 0.980 / 2.373, bench/results/gpu-2026-11-30-w1b/).
  * DATTN_CUDA_FWD=sm90w1b pins the previous default, sm90w1 the one before. */
 #ifndef DATTN_SM90_D64
-#define DATTN_SM90_D64 4
+#define DATTN_SM90_D64 8
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
