@@ -515,7 +515,8 @@ static void keep_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, 
                 kr[jj] = 0.0f;
                 continue;
             }
-            if (jj == 0 || (j & 7) == 0) dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, bh, (uint32_t)off, k0, k1, r);
+            if (jj == 0 || (j & 7) == 0)
+                dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, bh, (uint32_t)off, k0, k1, r);
             kr[jj] = ((r[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu) >= thr ? 1.0f : 0.0f;
         }
     }

@@ -378,8 +378,9 @@ DATTN_DEV void fwd_f32_body(const dattn_fwd_args &a)
 #pragma unroll 1
             for (int u = 0; u < 2; u++) {
                 uint32_t o0, o1, o2, o3;
-                dev_philox((uint32_t)(n0 >> 3) + (uint32_t)(tx >> 1), (uint32_t)(m0 + ty + 16 * (2 * (tx & 1) + u)), bh,
-                           a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+                const uint32_t i = (uint32_t)(m0 + ty + 16 * (2 * (tx & 1) + u));
+                dev_philox((uint32_t)(n0 >> 3) + (uint32_t)(tx >> 1), i, bh, a.drop_c3, a.drop_k0, a.drop_k1,
+                           o0, o1, o2, o3);
                 kw |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * u);
             }
             const int lane = tid & 31;
@@ -387,7 +388,8 @@ DATTN_DEV void fwd_f32_body(const dattn_fwd_args &a)
             for (int j = 0; j < 4; j++)
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
-                    const uint32_t w = __shfl_sync(0xffffffffu, kw, (lane & 16) | (2 * ((tx >> 3) + 2 * j) + hr));
+                    const int src = (lane & 16) | (2 * ((tx >> 3) + 2 * j) + hr);
+                    const uint32_t w = __shfl_sync(0xffffffffu, kw, src);
 #pragma unroll
                     for (int u = 0; u < 2; u++)
                         if (!((w >> (8 * u + (tx & 7))) & 1u)) s[2 * hr + u][j] = 0.f;

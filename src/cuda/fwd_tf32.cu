@@ -488,8 +488,9 @@ DATTN_DEV void fwd_tf32_body(const dattn_fwd_args &a)
 #pragma unroll 1
             for (int t = 0; t < 2; t++) {
                 uint32_t o0, o1, o2, o3;
-                dev_philox((uint32_t)(n0 + 32 * kh) / 8u + (uint32_t)(2 * t + (c >> 1)),
-                           (uint32_t)(m0 + row0 + 8 * (c & 1)), bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+                const uint32_t jb = (uint32_t)(n0 + 32 * kh) / 8u + (uint32_t)(2 * t + (c >> 1));
+                dev_philox(jb, (uint32_t)(m0 + row0 + 8 * (c & 1)), bh, a.drop_c3, a.drop_k0, a.drop_k1,
+                           o0, o1, o2, o3);
                 kw |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * t);
             }
 #pragma unroll
