@@ -53,7 +53,8 @@ tensor-core routing, so they timed the simple backward: 60-3000 ms; not comparab
 Dropout (attention dropout 0.1, the fine-tuning setting; Philox keep bits regenerated in the
 forward and in both backward kernels): dattn_drop_{fwd,fwdbwd,bwd}_ms on the default kernels,
 flash_drop_fwdbwd_ms = SDPA flash with dropout_p 0.1, ratio_drop (keys since 2026-11-30's
-Philox rework: one call per four keys in the forward, the rounds unrolled).
+Philox rework: one call per four keys in the forward, the rounds unrolled; since branch
+drop16 one call per eight keys, 16-bit uniforms, in every kernel).
 tc3c (DATTN_CUDA_BWD=tc3c, the default before tc3d): tc3s + tc3k, i.e. tc3d without the lean
 P / dS loop; *_tc3c keys, tc3c_speedup = tc3b bwd / tc3c bwd (like every variant),
 default_speedup_over_tc3c = tc3c bwd / default bwd, tc3c_bitwise: its five gradients equal the

@@ -155,13 +155,16 @@ typedef struct dattn_params {
 /*
  * DROPOUT (training). With dropout_p > 0, attention probability (b, h, i, j) — b the
  * batch index (packed: sequence index), h the head, i and j the query and key
- * positions inside their sequence — is kept iff  u >= floor(dropout_p * 2^32),  where
- * u is output word (j & 3) of Philox4x32-10 (Salmon et al., Random123) with
+ * positions inside their sequence — is kept iff  u >= floor(dropout_p * 2^16),  where
+ * u is the 16-bit half (j & 1) (0: the low 16 bits) of output word ((j >> 1) & 3) of
+ * Philox4x32-10 (Salmon et al., Random123) with
  *   key     = ( lo32(seed), hi32(seed) ^ hi32(offset) )
- *   counter = ( j >> 2, i, b * H + h, lo32(offset) ),
- * and kept probabilities are scaled by 1 / (1 - dropout_p). Forward and backward
- * regenerate the same mask; nothing is stored. dattn_dropout_keep() below is this
- * definition, exported for tests and for other implementations.
+ *   counter = ( j >> 3, i, b * H + h, lo32(offset) ),
+ * so one Philox call decides 8 consecutive keys, and kept probabilities are scaled by
+ * 1 / (1 - dropout_p). The rate is thus dropout_p rounded down to a multiple of 2^-16;
+ * dropout_p < 2^-16 (threshold 0) is no dropout at all (no draw, no scaling). Forward
+ * and backward regenerate the same mask; nothing is stored. dattn_dropout_keep() below
+ * is this definition, exported for tests and for other implementations.
  */
 
 /* Fill *p with defaults: CPU, fp32, padded, c2p|p2c, position_buckets 256,

@@ -126,10 +126,11 @@ void dattn_philox4x32(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32
     out[3] = c3;
 }
 
+/* floor(p * 2^16) in [0, 65535] (p < 1); 0 (p < 2^-16) turns dropout off (dattn.h). */
 static uint32_t drop_threshold(float p)
 {
     if (!(p > 0.0f)) return 0;
-    return (uint32_t)floor((double)p * 4294967296.0);
+    return (uint32_t)floor((double)p * 65536.0);
 }
 
 int dattn_dropout_keep(uint64_t seed, uint64_t offset, float dropout_p, int64_t b, int64_t h,
@@ -138,10 +139,10 @@ int dattn_dropout_keep(uint64_t seed, uint64_t offset, float dropout_p, int64_t 
     uint32_t thr = drop_threshold(dropout_p);
     if (thr == 0) return 1;
     uint32_t r[4];
-    dattn_philox4x32((uint32_t)(j >> 2), (uint32_t)i, (uint32_t)(b * heads + h),
+    dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, (uint32_t)(b * heads + h),
                      (uint32_t)offset, (uint32_t)seed,
                      (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32), r);
-    return r[j & 3] >= thr;
+    return ((r[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu) >= thr;
 }
 
 /* ---------------------------------------------------------------- validation */

@@ -64,7 +64,7 @@ typedef struct dattn_call {
     float scale;           /* sqrt(D * (1 + c2p + p2c)) in float32 */
     int64_t max_len;       /* longest sequence (padded: L; packed: max over cu_seqlens
                               when known on the host, else L = max_seqlen) */
-    uint32_t drop_threshold; /* floor(dropout_p * 2^32); 0 = no dropout */
+    uint32_t drop_threshold; /* floor(dropout_p * 2^16) (16-bit uniforms); 0 = no dropout */
     float drop_scale;        /* 1 / (1 - dropout_p) */
 } dattn_call;
 

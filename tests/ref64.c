@@ -106,7 +106,7 @@ static void ctx_init(rctx *c, const dattn_params *p)
     c->S = p->position_buckets > 0 ? p->position_buckets : p->max_relative_positions;
     int f = 1 + c->c2p + c->p2c;
     c->scale = (double)sqrtf((float)c->D * (float)f);
-    c->drop = p->dropout_p > 0.0f;
+    c->drop = (double)p->dropout_p * 65536.0 >= 1.0; /* dattn.h: threshold 0 = no dropout */
     c->drop_scale = 1.0 / (1.0 - (double)p->dropout_p);
     c->maxlen = 0;
     for (int64_t b = 0; b < c->B; b++)

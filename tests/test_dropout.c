@@ -4,7 +4,8 @@
  *  1. An independent Philox4x32-10 (from Salmon et al., SC'11) checked on Random123's
  *     known-answer vectors; dattn_dropout_keep() checked against dattn.h's definition
  *     built on it, for random (seed, offset, b, h, H, i, j, p).
- *  2. Keep rate of dattn_dropout_keep(): within 5 sigma of 1 - p, per output lane too.
+ *  2. Keep rate of dattn_dropout_keep(): within 5 sigma of 1 - p, per output lane (16-bit
+ *     half of a Philox word, j & 7) too.
  *  3. The kernels' own masks, read back from the outputs: with no position terms and
  *     identical keys every probability of a row is equal, v_j = e_j makes
  *     out[i, j] = keep_ij / (1 - p) / n, and dout_i = e_i makes
@@ -69,12 +70,14 @@ static void test_kat(void)
 static int keep_def(uint64_t seed, uint64_t offset, float p, int64_t b, int64_t h, int64_t H,
                     int64_t i, int64_t j)
 {
-    uint32_t thr = p > 0.0f ? (uint32_t)floor((double)p * 4294967296.0) : 0;
+    uint32_t thr = p > 0.0f ? (uint32_t)floor((double)p * 65536.0) : 0;
     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(offset >> 32)};
-    uint32_t ctr[4] = {(uint32_t)(j >> 2), (uint32_t)i, (uint32_t)(b * H + h), (uint32_t)offset};
+    uint32_t ctr[4] = {(uint32_t)(j / 8), (uint32_t)i, (uint32_t)(b * H + h), (uint32_t)offset};
     uint32_t out[4];
     philox(ctr, key, out);
-    return out[j & 3] >= thr;
+    uint32_t w = out[(j % 8) / 2];
+    uint32_t u = (j % 2) ? w >> 16 : w & 0xFFFFu; /* 16-bit uniform: half j % 2 of word (j % 8) / 2 */
+    return u >= thr;
 }
 
 static void test_definition(void)
@@ -102,18 +105,18 @@ static void test_rates(void)
     long n = tu_opt.quick ? (1L << 16) : (1L << 20);
     for (int k = 0; k < 3; k++) {
         uint64_t seed = trng_u64(&rng), off = trng_u64(&rng);
-        long kept = 0, lane_kept[4] = {0, 0, 0, 0}, lane_n[4] = {0, 0, 0, 0};
+        long kept = 0, lane_kept[8] = {0}, lane_n[8] = {0}; /* lane j & 7: word and 16-bit half */
         for (long t = 0; t < n; t++) {
             /* consecutive (i, j) in a grid, as the kernels use them */
             int64_t j = t % 1024, i = (t / 1024) % 1024, bh = t / (1024 * 1024);
             int kp = dattn_dropout_keep(seed, off, ps[k], bh / 12, bh % 12, 12, i, j);
             kept += kp;
-            lane_kept[j & 3] += kp;
-            lane_n[j & 3]++;
+            lane_kept[j & 7] += kp;
+            lane_n[j & 7]++;
         }
         tu_check(tprob_keep_rate_ok(kept, n, ps[k]), "keep rate %.5f for p = %g over %ld draws (expected %.5f)",
                  (double)kept / (double)n, (double)ps[k], n, 1.0 - ps[k]);
-        for (int l = 0; l < 4; l++)
+        for (int l = 0; l < 8; l++)
             tu_check(tprob_keep_rate_ok(lane_kept[l], lane_n[l], ps[k]), "keep rate of lane %d: %.5f for p = %g", l,
                      (double)lane_kept[l] / (double)lane_n[l], (double)ps[k]);
     }

@@ -150,9 +150,9 @@ static inline int dattn_keep(const dattn_call *c, int64_t b, int64_t h, int64_t 
     if (c->drop_threshold == 0) return 1;
     uint64_t seed = c->p->dropout_seed, off = c->p->dropout_offset;
     uint32_t r[4];
-    dattn_philox4x32((uint32_t)(j >> 2), (uint32_t)i, (uint32_t)(b * c->H + h), (uint32_t)off,
+    dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, (uint32_t)(b * c->H + h), (uint32_t)off,
                      (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(off >> 32), r);
-    return r[j & 3] >= c->drop_threshold;
+    return ((r[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu) >= c->drop_threshold;
 }
 
 #endif

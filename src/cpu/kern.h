@@ -507,11 +507,17 @@ static void keep_tile(const cpu_plan *pl, const cpu_pair *pr, const rowblk *rk, 
     for (int64_t ii = 0; ii < rk->mb; ii++) {
         const int64_t i = rk->i0 + ii;
         float *kr = keep + ii * bn;
-        for (int64_t jj = 0; jj < bn; jj += 4) {
-            uint32_t r[4] = {0, 0, 0, 0};
-            if (jj < nb) dattn_philox4x32((uint32_t)((j0 + jj) >> 2), (uint32_t)i, bh, (uint32_t)off, k0, k1, r);
-            for (int q = 0; q < 4; q++)
-                kr[jj + q] = (jj + q < nb && r[q] >= thr) ? 1.0f : 0.0f;
+        /* one Philox call per 8 keys (counter j >> 3): 16-bit half (j & 1) of word (j >> 1) & 3 */
+        uint32_t r[4] = {0, 0, 0, 0};
+        for (int64_t jj = 0; jj < bn; jj++) {
+            const int64_t j = j0 + jj;
+            if (jj >= nb) {
+                kr[jj] = 0.0f;
+                continue;
+            }
+            if (jj == 0 || (j & 7) == 0)
+                dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, bh, (uint32_t)off, k0, k1, r);
+            kr[jj] = ((r[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu) >= thr ? 1.0f : 0.0f;
         }
     }
 }

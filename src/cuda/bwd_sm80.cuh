@@ -224,60 +224,59 @@ template <int BN> struct bwd_vtype { typedef uint64_t T; };
 template <> struct bwd_vtype<32> { typedef uint32_t T; };
 
 /* Dropout keep bits of a warp's 16 x (8 NB) score block (dattn.h DROPOUT; the mask of
- * dev_keep / the forward, counter (j >> 2, i, b H + h, c3), word j & 3). Bit
+ * dev_keep / the forward, counter (j >> 3, i, b H + h, c3), bit j & 7 of dev_keep8). Bit
  * r * 2 NB + 2 nb + (e & 1) of the result is element (nb, e) of the lane's fragment (row
  * g + 8 r, column 8 nb + 2 c + (e & 1)). xr0: in-sequence position of the warp's first
  * row (a multiple of 16), y0: of the tile's first column (a multiple of 8).
- * One Philox call yields 4 consecutive j, so lanes share calls and swap nibbles:
- *   KV = 0 (rows i, columns j): lanes c, c ^ 1 need the same calls (j >> 2 equal), each
- *     computes NB of the 2 NB, one shuffle swaps them;
- *   KV = 1 (rows j, columns i): the 4 lanes g & 3 = 0..3 of a row quad need the same
- *     calls (j >> 2 equal), each computes NB of the 4 NB, three shuffles gather them.
- * Every lane makes NB Philox calls (rolled loop: few live registers). */
+ * One Philox call yields 8 consecutive j, so lanes share calls and gather bytes:
+ *   KV = 0 (rows i, columns j): the quad g (lanes c = 0..3) holds the 8 keys of a block for
+ *     rows g, g + 8: 2 NB calls, lane c makes those of row g + 8 (c & 1), blocks
+ *     2 t + (c >> 1) (byte t); four shuffles gather them;
+ *   KV = 1 (rows j, columns i): the 8 lanes g = 0..7 of one c hold the 8 keys j = xr0 +
+ *     8 r + g of a column i: 4 NB calls (one per result bit k), lane g makes k = 8 t + g
+ *     (byte t, bit g' of it is lane g''s bit); eight shuffles gather them.
+ * Every lane makes NB / 2 Philox calls (rolled loop: few live registers). */
 template <int NB, int KV>
 DATTN_DEV uint32_t bwd_keep_bits(const dattn_fwd_args &a, uint32_t bh, int xr0, int y0)
 {
-    static_assert(4 * NB <= 32, "keep bits");
+    static_assert(4 * NB <= 32 && NB % 2 == 0, "keep bits");
     const int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
     uint32_t W = 0;
 #pragma unroll 1
-    for (int t = 0; t < NB; t++) {
-        uint32_t jq, i;
+    for (int t = 0; t < NB / 2; t++) {
+        uint32_t jb, i;
         if (!KV) {
-            const int k = 2 * t + (c & 1), r = k / NB, nb = k % NB;
-            i = (uint32_t)(xr0 + g + 8 * r);
-            jq = (uint32_t)((y0 + 8 * nb + 2 * c) >> 2);
+            i = (uint32_t)(xr0 + g + 8 * (c & 1));
+            jb = (uint32_t)(y0 >> 3) + (uint32_t)(2 * t + (c >> 1));
         } else {
-            const int k = 4 * t + (g & 3), e1 = k & 1, nb = (k >> 1) % NB, r = (k >> 1) / NB;
-            jq = (uint32_t)((xr0 >> 2) + (g >> 2) + 2 * r);
-            i = (uint32_t)(y0 + 8 * nb + 2 * c + e1);
+            const int k = 8 * t + g, r = k / (2 * NB), nb = (k % (2 * NB)) >> 1;
+            jb = (uint32_t)(xr0 >> 3) + (uint32_t)r;
+            i = (uint32_t)(y0 + 8 * nb + 2 * c + (k & 1));
         }
         uint32_t o0, o1, o2, o3;
-        dev_philox(jq, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-        const uint32_t nib = (uint32_t)(o0 >= a.drop_thr) | ((uint32_t)(o1 >= a.drop_thr) << 1) |
-                             ((uint32_t)(o2 >= a.drop_thr) << 2) | ((uint32_t)(o3 >= a.drop_thr) << 3);
-        W |= nib << (4 * t);
+        dev_philox(jb, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+        W |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * t);
     }
     uint32_t res = 0;
     if (!KV) {
-        /* call k = r NB + nb was made by the lane with c & 1 == k & 1, nibble k >> 1; this
-         * lane's words are 2 (c & 1) + (e & 1) */
-        const uint32_t Wo = __shfl_xor_sync(0xffffffffu, W, 1);
-        const uint32_t mine = W >> (2 * (c & 1)), other = Wo >> (2 * (c & 1));
+        /* byte t of lane sl of the quad: row g + 8 (sl & 1), block 2 t + (sl >> 1); this
+         * lane's keys are its bits 2 c, 2 c + 1 */
 #pragma unroll
-        for (int k = 0; k < 2 * NB; k++) {
-            const uint32_t src = ((k & 1) == (c & 1)) ? mine : other;
-            const int r = k / NB, nb = k % NB;
-            res |= ((src >> (4 * (k >> 1))) & 3u) << (r * 2 * NB + 2 * nb);
+        for (int sl = 0; sl < 4; sl++) {
+            const uint32_t Ws = __shfl_sync(0xffffffffu, W, (lane & ~3) | sl) >> (2 * c);
+#pragma unroll
+            for (int t = 0; t < NB / 2; t++) {
+                const int r = sl & 1, nb = 2 * t + (sl >> 1);
+                res |= ((Ws >> (8 * t)) & 3u) << (r * 2 * NB + 2 * nb);
+            }
         }
     } else {
-        /* call k = 4 t + s was made by the lane of the quad with g & 3 == s, nibble t; this
-         * lane's word is g & 3; result bit index = k */
+        /* byte t of lane g = sl of this c: result bit k = 8 t + sl; this lane's row is bit g */
+        const uint32_t m = NB == 8 ? 0x01010101u : (NB == 6 ? 0x010101u : (NB == 4 ? 0x0101u : 0x01u));
 #pragma unroll
-        for (int s2 = 0; s2 < 4; s2++) {
-            const uint32_t Ws = __shfl_sync(0xffffffffu, W, (lane & ~12) | (s2 << 2)) >> (g & 3);
-#pragma unroll
-            for (int t = 0; t < NB; t++) res |= ((Ws >> (4 * t)) & 1u) << (4 * t + s2);
+        for (int sl = 0; sl < 8; sl++) {
+            const uint32_t Ws = __shfl_sync(0xffffffffu, W, (sl << 2) | c) >> g;
+            res |= (Ws & m) << sl;
         }
     }
     return res;

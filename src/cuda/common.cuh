@@ -38,7 +38,7 @@ typedef struct dattn_fwd_args {
     int32_t S, lin, R, sat_pos, sat_neg, nlog; /* slot map (see dev_slot) */
     float sl2;                /* log2(e) / scale */
     float logL;               /* logf(L): lse of HF padded rows */
-    /* dropout (dattn.h DROPOUT): keep iff Philox word >= drop_thr; drop_thr 0 = off */
+    /* dropout (dattn.h DROPOUT): keep iff 16-bit Philox half >= drop_thr; drop_thr 0 = off */
     uint32_t drop_thr, drop_k0, drop_k1, drop_c3; /* threshold, key, counter word 3 */
     float drop_scale;         /* 1 / (1 - dropout_p) */
     uint16_t tab[DATTN_CUDA_TAB_MAX]; /* slot(r), lin < r < R at [r-lin-1]; -R < r < -lin at
@@ -108,15 +108,26 @@ DATTN_DEV void dev_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, ui
     o3 = c3;
 }
 
+/* The 8 keep bits of one Philox call (dattn.h DROPOUT: keys 8 (j >> 3) + 0..7): bit
+ * 2 w + s = 16-bit half s of word w >= thr, i.e. bit (j & 7) is key j. */
+DATTN_DEV uint32_t dev_keep8(uint32_t o0, uint32_t o1, uint32_t o2, uint32_t o3, uint32_t thr)
+{
+    return (uint32_t)((o0 & 0xFFFFu) >= thr) | ((uint32_t)((o0 >> 16) >= thr) << 1) |
+           ((uint32_t)((o1 & 0xFFFFu) >= thr) << 2) | ((uint32_t)((o1 >> 16) >= thr) << 3) |
+           ((uint32_t)((o2 & 0xFFFFu) >= thr) << 4) | ((uint32_t)((o2 >> 16) >= thr) << 5) |
+           ((uint32_t)((o3 & 0xFFFFu) >= thr) << 6) | ((uint32_t)((o3 >> 16) >= thr) << 7);
+}
+
 /* Keep decision of attention probability (b, h, i, j) (positions inside the sequence),
- * as dattn_dropout_keep(): counter (j >> 2, i, b*H + h, lo32(offset)), word j & 3. */
+ * as dattn_dropout_keep(): counter (j >> 3, i, b*H + h, lo32(offset)), 16-bit half j & 1
+ * of word (j >> 1) & 3. */
 DATTN_DEV int dev_keep(const dattn_fwd_args &a, int b, int h, int i, int j)
 {
     uint32_t o0, o1, o2, o3;
-    dev_philox((uint32_t)j >> 2, (uint32_t)i, (uint32_t)b * (uint32_t)a.H + (uint32_t)h, a.drop_c3,
+    dev_philox((uint32_t)j >> 3, (uint32_t)i, (uint32_t)b * (uint32_t)a.H + (uint32_t)h, a.drop_c3,
                a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-    const uint32_t x = (j & 2) ? ((j & 1) ? o3 : o2) : ((j & 1) ? o1 : o0);
-    return x >= a.drop_thr;
+    const uint32_t x = (j & 4) ? ((j & 2) ? o3 : o2) : ((j & 2) ? o1 : o0);
+    return ((j & 1) ? x >> 16 : x & 0xFFFFu) >= a.drop_thr;
 }
 
 /* Everything a backward kernel reads besides the forward block: dout, the gradients,

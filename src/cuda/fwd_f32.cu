@@ -369,28 +369,31 @@ DATTN_DEV void fwd_f32_body(const dattn_fwd_args &a)
         }
 
         /* dropout: the row sums above ran over every probability; P*V takes the kept ones.
-         * Thread tx computes the Philox block of keys n0 + 4 tx .. + 3 for its 4 rows (one
-         * call per row, 4 keep bits each); key tx + 16 j of row a is bit 4 a + (tx & 3) of
-         * lane (tx >> 2) + 4 j of the same 16-lane row group. */
+         * One Philox call decides 8 keys of a row (counter j >> 3). Thread tx of a 16-lane row
+         * group makes the calls of key block tx >> 1 (keys n0 + 8 (tx >> 1) .. + 7) for its rows
+         * 2 (tx & 1), 2 (tx & 1) + 1 (byte 0, 1 of kw). Key tx + 16 j of row a is bit tx & 7 of
+         * byte a & 1 of lane 2 ((tx >> 3) + 2 j) + (a >> 1) of the same row group. */
         if (a.drop_thr) {
             uint32_t kw = 0;
 #pragma unroll 1
-            for (int i = 0; i < 4; i++) {
+            for (int u = 0; u < 2; u++) {
                 uint32_t o0, o1, o2, o3;
-                dev_philox((uint32_t)(n0 >> 2) + (uint32_t)tx, (uint32_t)(m0 + ty + 16 * i), bh, a.drop_c3,
-                           a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-                kw |= ((uint32_t)(o0 >= a.drop_thr) | ((uint32_t)(o1 >= a.drop_thr) << 1) |
-                       ((uint32_t)(o2 >= a.drop_thr) << 2) | ((uint32_t)(o3 >= a.drop_thr) << 3))
-                      << (4 * i);
+                const uint32_t i = (uint32_t)(m0 + ty + 16 * (2 * (tx & 1) + u));
+                dev_philox((uint32_t)(n0 >> 3) + (uint32_t)(tx >> 1), i, bh, a.drop_c3, a.drop_k0, a.drop_k1,
+                           o0, o1, o2, o3);
+                kw |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * u);
             }
             const int lane = tid & 31;
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const uint32_t w = __shfl_sync(0xffffffffu, kw, (lane & 16) | ((tx >> 2) + 4 * j));
+            for (int j = 0; j < 4; j++)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    if (!((w >> (4 * i + (tx & 3))) & 1u)) s[i][j] = 0.f;
-            }
+                for (int hr = 0; hr < 2; hr++) {
+                    const int src = (lane & 16) | (2 * ((tx >> 3) + 2 * j) + hr);
+                    const uint32_t w = __shfl_sync(0xffffffffu, kw, src);
+#pragma unroll
+                    for (int u = 0; u < 2; u++)
+                        if (!((w >> (8 * u + (tx & 7))) & 1u)) s[2 * hr + u][j] = 0.f;
+                }
         }
 
         __syncthreads(); /* every thread is done with K and X (H / pk rows) */

@@ -1181,41 +1181,41 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
 
         /* dropout: the row sums above ran over every probability; P*V takes the kept ones.
          * Element (ms, nb, e) is row wr0 + 16 ms + g + 8 (e >> 1), key 8 nb + 2 c + (e & 1).
-         * One Philox call (counter j >> 2) gives the keep words of four keys 8 nb + 4 (c >> 1)
-         * + 0..3 of one row: the lane pair c, c ^ 1 holds those keys for rows g and g + 8, so
-         * this lane calls it for row g + 8 (c & 1) and the pair swaps halves by one shuffle
-         * per eight key blocks (every word of every call used: half the calls of one call per
-         * row and key pair). This lane's keys are words 2 (c & 1), 2 (c & 1) + 1 of a call.
-         * The calls run in a rolled loop (few live registers), then the bits are applied. */
+         * One Philox call (counter j >> 3) gives the keep bits of the eight keys 8 nb + 0..7 of
+         * one row (bit j & 7: 16-bit half j & 1 of word (j >> 1) & 3): the lane quad g holds
+         * them for rows g and g + 8, 2 NB calls per ms, so lane c makes the NB / 2 calls of row
+         * g + 8 (c & 1), blocks nb = 2 t + (c >> 1) (byte t & 3 of a word per four t), and the
+         * quad gathers them by four shuffles per word (every bit of every call used: a quarter
+         * of the calls of one call per row and block). The calls run in a rolled loop (few
+         * live registers), then the bits are applied. */
         if (a.drop_thr) {
+            static_assert(G::NB % 2 == 0, "dropout: key blocks in pairs");
             const uint32_t bh = (uint32_t)b * (uint32_t)a.H + (uint32_t)h;
-            const int odd = c & 1;
             uint32_t kb[MS][2];
 #pragma unroll
             for (int ms = 0; ms < MS; ms++) {
-                const uint32_t i = (uint32_t)(m0 + wr0 + 16 * ms + g + 8 * odd);
-                uint32_t own = 0, other = 0; /* rows g + 8 odd and g + 8 (1 - odd): bits 2 nb, 2 nb + 1 */
+                const uint32_t i = (uint32_t)(m0 + wr0 + 16 * ms + g + 8 * (c & 1));
+                kb[ms][0] = kb[ms][1] = 0; /* rows g, g + 8: bits 2 nb, 2 nb + 1 */
 #pragma unroll
-                for (int h8 = 0; h8 < (G::NB + 7) / 8; h8++) {
-                    uint32_t W = 0; /* nibble q: the four words of block 8 h8 + q's call */
+                for (int h4 = 0; h4 < (G::NB / 2 + 3) / 4; h4++) {
+                    uint32_t W = 0; /* byte q: call t = 4 h4 + q */
 #pragma unroll 1
-                    for (int q = 0; q < 8 && 8 * h8 + q < G::NB; q++) {
-                        const uint32_t j = (uint32_t)(n0 + 8 * (8 * h8 + q) + 2 * c);
+                    for (int q = 0; q < 4 && 4 * h4 + q < G::NB / 2; q++) {
+                        const uint32_t jb = (uint32_t)n0 / 8u + (uint32_t)(2 * (4 * h4 + q) + (c >> 1));
                         uint32_t o0, o1, o2, o3;
-                        dev_philox(j >> 2, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-                        const uint32_t nib = (uint32_t)(o0 >= a.drop_thr) | ((uint32_t)(o1 >= a.drop_thr) << 1) |
-                                             ((uint32_t)(o2 >= a.drop_thr) << 2) | ((uint32_t)(o3 >= a.drop_thr) << 3);
-                        W |= nib << (4 * q);
+                        dev_philox(jb, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+                        W |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * q);
                     }
-                    const uint32_t Wo = __shfl_xor_sync(0xffffffffu, W, 1);
 #pragma unroll
-                    for (int q = 0; q < 8 && 8 * h8 + q < G::NB; q++) {
-                        own |= ((W >> (4 * q + 2 * odd)) & 3u) << (2 * (8 * h8 + q));
-                        other |= ((Wo >> (4 * q + 2 * odd)) & 3u) << (2 * (8 * h8 + q));
+                    for (int sl = 0; sl < 4; sl++) {
+                        const uint32_t Ws = __shfl_sync(0xffffffffu, W, (lane & ~3) | sl) >> (2 * c);
+#pragma unroll
+                        for (int q = 0; q < 4 && 4 * h4 + q < G::NB / 2; q++) {
+                            const int nb = 2 * (4 * h4 + q) + (sl >> 1);
+                            kb[ms][sl & 1] |= ((Ws >> (8 * q)) & 3u) << (2 * nb);
+                        }
                     }
                 }
-                kb[ms][0] = odd ? other : own;
-                kb[ms][1] = odd ? own : other;
             }
 #pragma unroll
             for (int ms = 0; ms < MS; ms++)

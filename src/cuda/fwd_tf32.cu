@@ -479,24 +479,28 @@ DATTN_DEV void fwd_tf32_body(const dattn_fwd_args &a)
             }
 
         /* dropout: the row sums above ran over every probability; P V takes the kept ones.
-         * Keys 2c, 2c + 1 of a block share one Philox call (same j >> 2). */
+         * One Philox call decides the 8 keys of an n8 block of one row (counter j >> 3): the
+         * lane quad g holds them (keys 2c, 2c + 1) for rows row0 and row0 + 8, 2 x 4 calls of
+         * which lane c makes the two of row row0 + 8 (c & 1), blocks 2 t + (c >> 1), t = 0, 1
+         * (byte t of kw); four shuffles gather them. */
         if (a.drop_thr) {
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                const uint32_t i = (uint32_t)(m0 + row0 + 8 * r);
-                uint32_t bits = 0;
+            uint32_t kw = 0;
 #pragma unroll 1
-                for (int nb = 0; nb < 4; nb++) {
-                    const uint32_t jj = (uint32_t)(n0 + 32 * kh + 8 * nb + 2 * c);
-                    uint32_t o0, o1, o2, o3;
-                    dev_philox(jj >> 2, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-                    const uint32_t x0 = (jj & 2) ? o2 : o0, x1 = (jj & 2) ? o3 : o1;
-                    bits |= ((uint32_t)(x0 >= a.drop_thr) | ((uint32_t)(x1 >= a.drop_thr) << 1)) << (2 * nb);
-                }
+            for (int t = 0; t < 2; t++) {
+                uint32_t o0, o1, o2, o3;
+                const uint32_t jb = (uint32_t)(n0 + 32 * kh) / 8u + (uint32_t)(2 * t + (c >> 1));
+                dev_philox(jb, (uint32_t)(m0 + row0 + 8 * (c & 1)), bh, a.drop_c3, a.drop_k0, a.drop_k1,
+                           o0, o1, o2, o3);
+                kw |= dev_keep8(o0, o1, o2, o3, a.drop_thr) << (8 * t);
+            }
 #pragma unroll
-                for (int nb = 0; nb < 4; nb++) {
-                    if (!((bits >> (2 * nb)) & 1u)) s[nb][2 * r] = 0.f;
-                    if (!((bits >> (2 * nb + 1)) & 1u)) s[nb][2 * r + 1] = 0.f;
+            for (int sl = 0; sl < 4; sl++) {
+                const uint32_t w = __shfl_sync(0xffffffffu, kw, (lane & ~3) | sl) >> (2 * c);
+#pragma unroll
+                for (int t = 0; t < 2; t++) {
+                    const int r = sl & 1, nb = 2 * t + (sl >> 1);
+                    if (!((w >> (8 * t)) & 1u)) s[nb][2 * r] = 0.f;
+                    if (!((w >> (8 * t + 1)) & 1u)) s[nb][2 * r + 1] = 0.f;
                 }
             }
         }

@@ -40,10 +40,13 @@ def keep_mask(seed, offset, p, B, H, L):
     key = (seed & 0xFFFFFFFF, (seed >> 32) ^ (offset >> 32))
     b, h, i, j = np.meshgrid(np.arange(B), np.arange(H), np.arange(L), np.arange(L),
                              indexing="ij")
-    words = philox4x32_10((j >> 2, i, b * H + h, np.full_like(i, offset & 0xFFFFFFFF)), key)
-    w = np.select([(j & 3) == t for t in range(4)], words)
-    thr = np.uint64(int(np.floor(np.float64(np.float32(p)) * 2.0**32)))
-    return torch.from_numpy((w >= thr).astype(np.float64))
+    words = philox4x32_10((j >> 3, i, b * H + h, np.full_like(i, offset & 0xFFFFFFFF)), key)
+    w = np.select([((j >> 1) & 3) == t for t in range(4)], words)
+    u = (w >> (np.uint64(16) * (j & 1).astype(np.uint64))) & np.uint64(0xFFFF)
+    thr = np.uint64(int(np.floor(np.float64(np.float32(p)) * 2.0**16)))
+    if thr == 0:  # p < 2^-16: no dropout
+        return torch.ones(u.shape, dtype=torch.float64)
+    return torch.from_numpy((u >= thr).astype(np.float64))
 
 
 def test_philox_matches_the_library(seed):
@@ -60,6 +63,48 @@ def test_philox_matches_the_library(seed):
                 for i in range(0, L, 2):
                     for j in range(L):
                         assert ours[b, h, i, j] == _lib.dropout_keep(s, o, p, b, h, H, i, j)
+
+
+# Pinned keep bits of dattn.h's DROPOUT definition (16-bit uniforms, counter j >> 3, half
+# j & 1 of word (j >> 1) & 3), computed once from a from-scratch Philox4x32-10 (checked on
+# Random123's known answers) when the definition was adopted: (seed, offset, p, b, h, H,
+# i, j0) -> keep of keys j0 .. j0 + 15. A wrong word / half mapping, counter or threshold
+# scale changes most of these bits.
+_PINNED = [
+    (0x0123456789ABCDEF, 0xFEDCBA9876543210, 0.5, 1, 2, 3, 5, 0, "0110010011001011"),
+    (42, 7, 0.5, 0, 0, 1, 0, 8, "1111011000000111"),
+    (0xFFFFFFFFFFFFFFFF, 0x10000000003, 0.5, 2, 1, 2, 1000, 4088, "0010001101111001"),
+    (987654321, 123, 0.25, 3, 11, 12, 77, 16, "1111101101111100"),
+]
+
+
+def test_philox_known_answers():
+    """The from-scratch Philox above on Random123's philox4x32-10 known-answer vectors."""
+    one = lambda x: np.array([x], dtype=np.uint64)
+    assert [int(w[0]) for w in philox4x32_10(tuple(one(0) for _ in range(4)), (0, 0))] == \
+        [0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]
+    m = 0xFFFFFFFF
+    assert [int(w[0]) for w in philox4x32_10(tuple(one(m) for _ in range(4)), (m, m))] == \
+        [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
+
+
+@pytest.mark.parametrize("row", _PINNED)
+def test_dropout_definition_pinned(row):
+    """dattn_dropout_keep and the vectorised definition both reproduce the pinned bits."""
+    s, o, p, b, h, H, i, j0, bits = row
+    want = [int(x) for x in bits]
+    assert [_lib.dropout_keep(s, o, p, b, h, H, i, j) for j in range(j0, j0 + 16)] == want
+    ours = keep_mask(s, o, p, b + 1, H, max(i, j0 + 15) + 1)
+    assert [int(ours[b, h, i, j]) for j in range(j0, j0 + 16)] == want
+
+
+def test_dropout_threshold_is_16_bit():
+    """floor(p * 2^16): p below 2^-16 keeps everything; rates are multiples of 2^-16."""
+    for j in range(64):
+        assert _lib.dropout_keep(1, 2, 2.0**-17, 0, 0, 1, 3, j) == 1
+    L = 256
+    got = keep_mask(5, 9, 0.5, 1, 1, L).mean().item()
+    assert abs(got - 0.5) < 5 * (0.25 / L**2) ** 0.5
 
 
 # ---- dropout statistics -------------------------------------------------------------
