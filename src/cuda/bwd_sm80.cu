@@ -6,12 +6,13 @@
 
 /* dp[h, t, :] = sum over the CTAs (row-block groups) of head h, in group order, of the fp32
  * partials whose recorded 16-slot range [lo, hi) holds t; zeros elsewhere. The groups are
- * read RG at a time (every load of a batch in flight before its adds: two round trips per
- * batch, the ranges then the partials; one group at a time made this pass latency-bound, 41
- * us per layer at B4 L2048 H12, 34 with batches of 8; H12 has 22 groups per head) and added
- * in group order: the same sum as one group at a time. Batches of 32 measured 70 us: ptxas
- * then interleaves most partial loads with the adds (register budget), one round trip each. */
-#define RG 8
+ * read TC_RED_BATCH at a time (every load of a batch in flight before its adds: two round
+ * trips per batch, the ranges then the partials; one group at a time made this pass
+ * latency-bound, 41 us per layer at B4 L2048 H12, 34 with batches of 8; H12 has 22 groups per
+ * head) and added in group order: the same sum as one group at a time. Batches of 32
+ * measured 70 us: ptxas then interleaves most partial loads with the adds (register budget),
+ * one round trip each. */
+#define TC_RED_BATCH 8
 template <int DT, int KV>
 DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
 {
@@ -21,24 +22,24 @@ DATTN_DEV void bwd_tc_reduce_body(const dattn_bwd_args &A)
     const int32_t *rg = A.tcr + ((int64_t)(KV ? a.H : 0) + h) * 2 * NG;
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float s = 0.f;
-        for (int g0 = 0; g0 < NG; g0 += RG) {
-            float v[RG];
-            int lo[RG], hi[RG];
-            bool in[RG];
+        for (int g0 = 0; g0 < NG; g0 += TC_RED_BATCH) {
+            float v[TC_RED_BATCH];
+            int lo[TC_RED_BATCH], hi[TC_RED_BATCH];
+            bool in[TC_RED_BATCH];
 #pragma unroll
-            for (int k = 0; k < RG; k++) { /* the ranges first, all loads unconditional */
+            for (int k = 0; k < TC_RED_BATCH; k++) { /* the ranges first, all loads unconditional */
                 const int grp = g0 + k < NG ? g0 + k : NG - 1;
                 lo[k] = rg[2 * grp];
                 hi[k] = rg[2 * grp + 1];
             }
 #pragma unroll
-            for (int k = 0; k < RG; k++) {
+            for (int k = 0; k < TC_RED_BATCH; k++) {
                 const int grp = g0 + k;
                 in[k] = (grp < NG) & (t >= lo[k]) & (t < hi[k]);
                 v[k] = in[k] ? part[(((int64_t)h * NG + grp) * S2 + t) * D + d] : 0.f;
             }
 #pragma unroll
-            for (int k = 0; k < RG; k++)
+            for (int k = 0; k < TC_RED_BATCH; k++)
                 if (in[k]) s += v[k];
         }
         if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
