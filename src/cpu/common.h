@@ -144,15 +144,4 @@ static inline const char *dattn_ptr(const dattn_tensor *t, int64_t off, size_t e
     return (const char *)t->data + off * (int64_t)es;
 }
 
-/* Dropout keep decision for (b, h, i, j), matching dattn_dropout_keep(). */
-static inline int dattn_keep(const dattn_call *c, int64_t b, int64_t h, int64_t i, int64_t j)
-{
-    if (c->drop_threshold == 0) return 1;
-    uint64_t seed = c->p->dropout_seed, off = c->p->dropout_offset;
-    uint32_t r[4];
-    dattn_philox4x32((uint32_t)(j >> 3), (uint32_t)i, (uint32_t)(b * c->H + h), (uint32_t)off,
-                     (uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(off >> 32), r);
-    return ((r[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu) >= c->drop_threshold;
-}
-
 #endif
