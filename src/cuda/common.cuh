@@ -119,15 +119,14 @@ DATTN_DEV uint32_t dev_keep8(uint32_t o0, uint32_t o1, uint32_t o2, uint32_t o3,
 }
 
 /* Keep decision of attention probability (b, h, i, j) (positions inside the sequence),
- * as dattn_dropout_keep(): counter (j >> 3, i, b*H + h, lo32(offset)), 16-bit half j & 1
- * of word (j >> 1) & 3. */
+ * as dattn_dropout_keep(): counter (j >> 3, i, b*H + h, lo32(offset)), bit j & 7 of that
+ * call's dev_keep8 (16-bit half j & 1 of word (j >> 1) & 3). */
 DATTN_DEV int dev_keep(const dattn_fwd_args &a, int b, int h, int i, int j)
 {
     uint32_t o0, o1, o2, o3;
     dev_philox((uint32_t)j >> 3, (uint32_t)i, (uint32_t)b * (uint32_t)a.H + (uint32_t)h, a.drop_c3,
                a.drop_k0, a.drop_k1, o0, o1, o2, o3);
-    const uint32_t x = (j & 4) ? ((j & 2) ? o3 : o2) : ((j & 2) ? o1 : o0);
-    return ((j & 1) ? x >> 16 : x & 0xFFFFu) >= a.drop_thr;
+    return (int)((dev_keep8(o0, o1, o2, o3, a.drop_thr) >> (j & 7)) & 1u);
 }
 
 /* Everything a backward kernel reads besides the forward block: dout, the gradients,
