@@ -31,25 +31,36 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as _m
+
+_PLAIN = (torch.Tensor, nn.Parameter)  # not a tensor subclass (DTensor, a quantised weight...)
 
 
 class Plan:
-    """Which linear layers a layer's projections use (static per layer).
+    """A layer's projections (built per call: modules can be swapped or hooked anytime).
 
-    mods: the distinct nn.Linear modules (q, k, v first); pk / pq: index into mods of
-    the module projecting rel for that term (None: the term is off)."""
+    mods: the distinct nn.Linear modules, in the order q, k, v, then (share_att_key off)
+    pos_query_proj, pos_key_proj when their term is on; all of one shape [o, i].
+    params: their (weight, bias) flattened. pk / pq: index into mods of the module that
+    projects rel for that term (None: the term is off). The modules of the position
+    terms are consecutive, query side first (share_att_key: q, k); p0 / npos: the first
+    of them and their count."""
 
-    __slots__ = ("mods", "pk", "pq")
+    __slots__ = ("mods", "params", "pk", "pq", "p0", "npos", "o", "i")
 
-    def __init__(self, mods, pk, pq):
-        self.mods, self.pk, self.pq = mods, pk, pq
+    def __init__(self, mods, params, pk, pq):
+        self.mods, self.params, self.pk, self.pq = mods, params, pk, pq
+        self.npos = (pk is not None) + (pq is not None)
+        self.p0 = pq if pq is not None else pk
+        self.o, self.i = params[0].shape
 
 
 def plan_for(att, c2p: bool, p2c: bool, relative: bool) -> Optional[Plan]:
     """The Plan of DisentangledSelfAttention ``att``, or None if a projection is not a
-    plain nn.Linear with a bias and no hooks (a LoRA wrapper, a quantised layer, ...):
-    the caller then calls the modules as before."""
+    plain nn.Linear with a bias and no hooks (a LoRA wrapper, a quantised layer, ...) or
+    the projections differ in shape: the caller then calls the modules as before."""
     mods = [att.query_proj, att.key_proj, att.value_proj]
     pk = pq = None
     if relative:
@@ -57,156 +68,191 @@ def plan_for(att, c2p: bool, p2c: bool, relative: bool) -> Optional[Plan]:
             pk = 1 if c2p else None
             pq = 0 if p2c else None
         else:
-            if c2p:
-                mods.append(att.pos_key_proj)
-                pk = len(mods) - 1
             if p2c:
                 mods.append(att.pos_query_proj)
                 pq = len(mods) - 1
+            if c2p:
+                mods.append(att.pos_key_proj)
+                pk = len(mods) - 1
+    params = []
+    shape = None
     for m in mods:
-        if (type(m) is not nn.Linear or m.bias is None or m._forward_hooks
-                or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks):
+        if (type(m) is not nn.Linear or m._forward_hooks or m._forward_pre_hooks
+                or m._backward_hooks or m._backward_pre_hooks):
             return None
-    return Plan(tuple(mods), pk, pq)
+        d = m._parameters
+        w, b = d.get("weight"), d.get("bias")
+        if b is None or w is None or w.dim() != 2:
+            return None
+        if shape is None:
+            shape = w.shape
+        elif w.shape != shape:
+            return None
+        params += (w, b)
+    return Plan(mods, params, pk, pq)
 
 
-def _compute_dtype(dev_type: str, dtype: torch.dtype) -> torch.dtype:
+def compute_dtype(h: torch.Tensor) -> torch.dtype:
+    dev_type = h.device.type
     if torch.is_autocast_enabled(dev_type):
         return torch.get_autocast_dtype(dev_type)
-    return dtype
+    return h.dtype
 
 
 def usable(plan: Optional[Plan], h: torch.Tensor, rel: Optional[torch.Tensor]) -> bool:
     """Whether ``project`` computes what the modules would: plain tensors of one floating
-    dtype, which autocast (if on) would cast (fp32), on h's device."""
-    if plan is None or type(h) is not torch.Tensor or h.dim() < 2:
+    dtype, which autocast (if on) would cast (fp32), on h's device, and no global module
+    hooks (which the module calls would run)."""
+    if plan is None or type(h) not in _PLAIN or h.dim() < 2:
         return False
     dt, dev = h.dtype, h.device
     if not dt.is_floating_point:
         return False
-    if torch.is_autocast_enabled(dev.type) and dt != torch.float32:
+    if dt != torch.float32 and torch.is_autocast_enabled(dev.type):
         return False  # autocast would cast bf16 / fp16 too, and leave fp64 alone
-    if rel is not None and (type(rel) is not torch.Tensor or rel.dtype != dt
-                            or rel.device != dev):
+    if rel is not None and (type(rel) not in _PLAIN or rel.dtype != dt or rel.device != dev):
         return False
-    for m in plan.mods:
-        for p in (m.weight, m.bias):
-            if type(p.data) is not torch.Tensor or p.dtype != dt or p.device != dev:
-                return False
-    return True
+    for p in plan.params:
+        if type(p) not in _PLAIN or p.dtype != dt or p.device != dev:
+            return False
+    return not _global_hooks()
 
 
-def compute_dtype(h: torch.Tensor) -> torch.dtype:
-    return _compute_dtype(h.device.type, h.dtype)
+def _global_hooks() -> bool:
+    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks
+                or _m._global_backward_hooks or _m._global_backward_pre_hooks)
 
 
 def _forward(plan, c, h2, rel_c, params):
-    """(hc, weights in c, outputs q, k, v[, pk][, pq]) as F.linear under autocast."""
+    """(hc, wcat, outputs q, k, v[, pk][, pq]): the casts autocast makes (h once, every
+    weight and bias once, into one [n * o, i] / [n * o] buffer: the same conversion, so
+    the same values) and the F.linear calls of the modules (an addmm each: the same
+    bits). wcat: the weights in c, concatenated (None when no cast was needed)."""
     hc = h2 if h2.dtype == c else h2.to(c)
-    wc = [p if p.dtype == c else p.to(c) for p in params]
-    outs = [torch.addmm(wc[2 * j + 1], hc, wc[2 * j].t()) for j in range(3)]
-    for i in (plan.pk, plan.pq):
-        if i is not None:
-            outs.append(torch.addmm(wc[2 * i + 1], rel_c, wc[2 * i].t()))
-    return hc, wc, outs
+    if params[0].dtype == c:
+        W, B, wcat = params[0::2], params[1::2], None
+    else:
+        n, o, i = len(plan.mods), plan.o, plan.i
+        wcat = torch.empty(n * o, i, dtype=c, device=hc.device)
+        bcat = torch.empty(n, o, dtype=c, device=hc.device)
+        W, B = wcat.view(n, o, i).unbind(0), bcat.unbind(0)
+        for dst, src in zip(W, params[0::2]):
+            dst.copy_(src)
+        for dst, src in zip(B, params[1::2]):
+            dst.copy_(src)
+    outs = [F.linear(hc, W[0], B[0]), F.linear(hc, W[1], B[1]), F.linear(hc, W[2], B[2])]
+    if plan.pk is not None:
+        outs.append(F.linear(rel_c, W[plan.pk], B[plan.pk]))
+    if plan.pq is not None:
+        outs.append(F.linear(rel_c, W[plan.pq], B[plan.pq]))
+    return hc, wcat, outs
 
 
-def _sum_products(terms, rows, cols, c, out_dtype):
-    """sum_j a_j @ b_j (a_j [rows, k], b_j [k, cols], dtype c) in out_dtype. In one dtype
-    the GEMMs accumulate (mm, addmm_); otherwise every product is rounded to c (as
-    autograd's GEMMs are) into one buffer and a single reduce sums them in out_dtype (the
-    fp32 sum autograd forms after casting each gradient back)."""
-    if len(terms) == 1:
-        r = torch.mm(*terms[0])
-        return r if out_dtype == c else r.to(out_dtype)
-    if out_dtype == c:
-        r = torch.mm(*terms[0])
-        for a, b in terms[1:]:
-            r.addmm_(a, b)
-        return r
-    buf = torch.empty(len(terms), rows, cols, dtype=c, device=terms[0][0].device)
-    for j, (a, b) in enumerate(terms):
-        torch.mm(a, b, out=buf[j])
-    return buf.sum(0, dtype=out_dtype)
+def _cat_cols(gs, rows, o, like):
+    """[rows, len(gs) * o]: the gradients side by side (one launch; a missing one 0)."""
+    gs = [g if g is not None else like.new_zeros(rows, o) for g in gs]
+    if len(gs) == 1:
+        return gs[0]
+    return torch.stack(gs, dim=1).view(rows, len(gs) * o)
 
 
 class _Project(torch.autograd.Function):
+    """Forward: _forward. Backward, with G = [dq | dk | dv] ([N, 3 o], one launch) and
+    Gp = [dpq | dpk] ([2S, 2 o]) against the concatenated weights:
+    dh = G Wcat[q, k, v] (one GEMM), d(rel) = Gp Wcat[pos] (one GEMM), dWcat[q, k, v] =
+    G^T h (one GEMM) += Gp^T rel on the shared rows (addmm_; share_att_key off: its own
+    rows), db = column sums (+= Gp^T 1 by addmv_), all parameter gradients in one buffer
+    cast to the parameters' dtype by one launch. Every product in the same dtype as
+    autograd's; sums of products accumulate inside the GEMMs (one rounding)."""
+
     @staticmethod
     def forward(ctx, plan, c, h, rel, rel_c, ones, *params):
-        hid = h.shape[-1]
-        h2 = h.reshape(-1, hid)
-        hc, wc, outs = _forward(plan, c, h2, rel_c, params)
+        hc, wcat, outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)
         ctx.plan, ctx.c = plan, c
         ctx.h_shape, ctx.h_dtype = h.shape, h.dtype
         ctx.rel_dtype = rel.dtype if rel is not None else None
         ctx.p_dtype = params[0].dtype
-        ctx.save_for_backward(hc, rel_c, ones, *wc)
+        if wcat is not None:
+            ctx.save_for_backward(hc, rel_c, ones, wcat)
+        else:
+            ctx.save_for_backward(hc, rel_c, ones, *params[0::2])
         ctx.set_materialize_grads(False)
         return tuple(outs)
 
     @staticmethod
     def backward(ctx, *grads):
         plan, c = ctx.plan, ctx.c
-        hc, rel_c, ones, *wc = ctx.saved_tensors
-        n = len(plan.mods)
-        N, hid = hc.shape
-        gc = [g.reshape(N, -1) if g is not None else None for g in grads[:3]]
-        gp = [None] * n  # the rel-side gradient of each module
-        k = 3
-        for i in (plan.pk, plan.pq):
-            if i is not None:
-                g = grads[k]
-                k += 1
-                gp[i] = g
+        hc, rel_c, ones, *w = ctx.saved_tensors
+        wcat = w[0] if len(w) == 1 else torch.cat(w)
         need = ctx.needs_input_grad
+        n, o, i = len(plan.mods), plan.o, plan.i
+        N = hc.shape[0]
         dh = drel = None
-        if need[2]:
-            terms = [(g, wc[2 * j]) for j, g in enumerate(gc) if g is not None]
-            if terms:
-                dh = _sum_products(terms, N, hid, c, ctx.h_dtype).view(ctx.h_shape)
-        if need[3]:
-            terms = [(gp[i], wc[2 * i]) for i in range(n) if gp[i] is not None]
-            if terms:
-                drel = _sum_products(terms, rel_c.shape[0], hid, c, ctx.rel_dtype)
-        dparams = [None] * (2 * n)
-        if any(need[6:]):
-            sizes = [w.numel() + w.shape[0] for w in wc[0::2]]
-            buf = torch.empty(sum(sizes), dtype=c, device=hc.device)
-            spans = []
-            off = 0
-            for i in range(n):
-                w = wc[2 * i]
-                o, d_in = w.shape
-                g_c = gc[i] if i < 3 else None
-                g_p = gp[i]
-                if g_c is None and g_p is None:
-                    spans.append(None)
-                    off += sizes[i]
-                    continue
-                dw = buf[off:off + o * d_in].view(o, d_in)
-                db = buf[off + o * d_in:off + sizes[i]]
-                if g_c is not None:
-                    torch.mm(g_c.t(), hc, out=dw)
-                    torch.sum(g_c, 0, out=db)
-                    if g_p is not None:
-                        dw.addmm_(g_p.t(), rel_c)
-                        db.addmv_(g_p.t(), ones)
-                else:
-                    torch.mm(g_p.t(), rel_c, out=dw)
-                    torch.sum(g_p, 0, out=db)
-                spans.append((off, o, d_in))
-                off += sizes[i]
-            if ctx.p_dtype != c:
-                buf = buf.to(ctx.p_dtype)
-            for i, s in enumerate(spans):
-                if s is None:
-                    continue
-                off, o, d_in = s
-                if need[6 + 2 * i]:
-                    dparams[2 * i] = buf[off:off + o * d_in].view(o, d_in)
-                if need[7 + 2 * i]:
-                    dparams[2 * i + 1] = buf[off + o * d_in:off + o * d_in + o]
+        G = None
+        if grads[0] is not None or grads[1] is not None or grads[2] is not None:
+            G = _cat_cols(grads[:3], N, o, hc)
+            if need[2]:
+                dh = torch.mm(G, wcat if n == 3 else wcat.narrow(0, 0, 3 * o))
+                if dh.dtype != ctx.h_dtype:
+                    dh = dh.to(ctx.h_dtype)
+                dh = dh.view(ctx.h_shape)
+        Gp = None
+        if plan.npos:
+            gp = []
+            if plan.pq is not None:
+                gp.append(grads[3 + (plan.pk is not None)])
+            if plan.pk is not None:
+                gp.append(grads[3])
+            if any(g is not None for g in gp):
+                Gp = _cat_cols(gp, rel_c.shape[0], o, rel_c)
+                r0, r1 = plan.p0 * o, (plan.p0 + plan.npos) * o
+                if need[3]:
+                    drel = torch.mm(Gp, wcat.narrow(0, r0, r1 - r0))
+                    if drel.dtype != ctx.rel_dtype:
+                        drel = drel.to(ctx.rel_dtype)
+        if not any(need[6:]) or (G is None and Gp is None):
+            return (None, None, dh, drel, None, None) + (None,) * (2 * n)
+        buf = torch.empty(n * o * (i + 1), dtype=c, device=hc.device)
+        dW = buf.narrow(0, 0, n * o * i).view(n * o, i)
+        db = buf.narrow(0, n * o * i, n * o)
+        if G is None:
+            G = hc.new_zeros(N, 3 * o)
+        if n == 3:
+            torch.mm(G.t(), hc, out=dW)
+            torch.sum(G, 0, out=db)
+        else:
+            torch.mm(G.t(), hc, out=dW.narrow(0, 0, 3 * o))
+            torch.sum(G, 0, out=db.narrow(0, 0, 3 * o))
+        have = n if Gp is not None else 3
+        if Gp is not None:
+            if plan.p0 < 3:  # rows shared with the content projections
+                Gpt = Gp.t()
+                dW.narrow(0, r0, r1 - r0).addmm_(Gpt, rel_c)
+                db.narrow(0, r0, r1 - r0).addmv_(Gpt, ones)
+            else:
+                torch.mm(Gp.t(), rel_c, out=dW.narrow(0, r0, r1 - r0))
+                torch.sum(Gp, 0, out=db.narrow(0, r0, r1 - r0))
+        if ctx.p_dtype != c:
+            buf = buf.to(ctx.p_dtype)
+        ws = buf.narrow(0, 0, n * o * i).view(n, o, i).unbind(0)
+        bs = buf.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
+        dparams = []
+        for j in range(n):
+            if j < have:
+                dparams += (ws[j] if need[6 + 2 * j] else None,
+                            bs[j] if need[7 + 2 * j] else None)
+            else:
+                dparams += (None, None)
         return (None, None, dh, drel, None, None, *dparams)
+
+
+# Function.apply's Python wrapper (argument binding, functorch's dead-wrapper unwrapping
+# of every argument) costs ~30 us per call on a CPU; without functorch transforms it
+# ends in the C apply, called directly here (torch.autograd.Function.apply otherwise).
+try:
+    _raw_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _Project)
+except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
+    _raw_apply = None
 
 
 def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
@@ -217,14 +263,15 @@ def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
     shared by layers that see the same rel); ones: [2S] ones in the compute dtype (bias
     gradients of the position projections; only read in the backward)."""
     c = compute_dtype(h)
-    params = [t for m in plan.mods for t in (m.weight, m.bias)]
+    params = plan.params
     if torch.is_grad_enabled() and (h.requires_grad or (rel is not None and rel.requires_grad)
                                     or any(p.requires_grad for p in params)):
-        outs = _Project.apply(plan, c, h, rel, rel_c, ones, *params)
+        if _raw_apply is not None and not torch._C._are_functorch_transforms_active():
+            outs = _raw_apply(plan, c, h, rel, rel_c, ones, *params)
+        else:
+            outs = _Project.apply(plan, c, h, rel, rel_c, ones, *params)
     else:
         outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)[2]
-    q, k, v = outs[:3]
-    rest = list(outs[3:])
-    pk = rest.pop(0) if plan.pk is not None else None
-    pq = rest.pop(0) if plan.pq is not None else None
-    return q, k, v, pk, pq
+    pk = outs[3] if plan.pk is not None else None
+    pq = outs[-1] if plan.pq is not None else None
+    return outs[0], outs[1], outs[2], pk, pq

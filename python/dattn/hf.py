@@ -316,7 +316,8 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
     if att.relative_attention:
         S = att.pos_ebd_size
         rel = att.pos_dropout(rel_embeddings)
-        rel = rel[0:2 * S, :]
+        if rel.shape[0] != 2 * S:  # (a full slice would only make a new alias per layer)
+            rel = rel[0:2 * S, :]
     plan = None
     if LEAN_PROJECTIONS and not torch.compiler.is_compiling():
         plan = _proj.plan_for(att, bool(bits & _lib.POS_C2P), bool(bits & _lib.POS_P2C),
