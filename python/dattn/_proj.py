@@ -5,25 +5,21 @@ What this replaces (hf.py ``_self_attention``): ``query_proj(h)``, ``key_proj(h)
 ``key_proj(rel)`` / ``query_proj(rel)`` (share_att_key) or ``pos_key_proj(rel)`` /
 ``pos_query_proj(rel)``, each an ``nn.Linear`` call under autocast. In a training step
 autograd then launches, per layer: a cast of h per projection (h is the fp32 output of
-a LayerNorm), a cast of rel per position projection, and in the backward a cast of every
-fp16 input gradient back to fp32 followed by fp32 adds, fp16 adds summing the two uses of
-each shared weight and bias, and one fp32 cast per weight and bias gradient.
+a LayerNorm), a cast of rel per position projection, a cast per weight and bias, and in
+the backward three GEMMs / a reduce per call, a cast of every fp16 input gradient back
+to fp32 followed by fp32 adds, fp16 adds summing the two uses of each shared weight and
+bias, and one fp32 cast per weight and bias gradient: 49 launches per layer
+(share_att_key, c2p|p2c, autocast) for what this node does in 21 (bench/count_ops.py).
 
-``project`` computes the same forward with the same ops (h and rel cast once each, then
-the very addmm calls F.linear makes: bitwise equal outputs), and its backward forms:
-
-* dW = dY_c^T h (mm) and, for a weight that also projects rel, += dY_p^T rel (addmm_,
-  one rounding of the sum instead of two), written into one buffer holding every weight
-  and bias gradient of the layer, cast to the parameters' dtype by one launch;
-* db = dY_c.sum(0) (+= dY_p^T 1 by addmv_);
-* dh = sum_j dY_j W_j: the products into one [n, N, hidden] buffer and one reduce that
-  sums them in the dtype of h (fp32 under autocast: the sum autograd forms, in fp32);
-  d(rel) likewise.
-
-Same function, same dtype for every product; gradients differ from autograd's only by
-where fp rounding happens (tests/python/test_proj.py pins them against transformers in
-fp64 / fp32). hf.py uses it in eager mode only (torch.compile fuses the plain graph
-itself), for plain nn.Linear projections without hooks.
+Forward (``_forward``): h cast once, rel cast once per distinct rel (hf.py), the layer's
+weights and biases concatenated and cast by one launch each (the same conversion), then
+the very F.linear calls the modules make: the outputs are bitwise equal.
+Backward (``_Project``): see its docstring. Same function, every product in the dtype
+autograd uses; sums of products accumulate inside GEMMs (one rounding instead of one per
+term), so gradients differ from autograd's by rounding only (tests/python/test_proj.py
+pins them against transformers and the module calls, SPEC's rule under autocast).
+hf.py uses the node in eager mode only (torch.compile fuses the plain graph itself), for
+plain nn.Linear projections of one shape, without hooks.
 """
 
 from __future__ import annotations
@@ -124,22 +120,20 @@ def _global_hooks() -> bool:
 
 
 def _forward(plan, c, h2, rel_c, params):
-    """(hc, wcat, outputs q, k, v[, pk][, pq]): the casts autocast makes (h once, every
-    weight and bias once, into one [n * o, i] / [n * o] buffer: the same conversion, so
-    the same values) and the F.linear calls of the modules (an addmm each: the same
-    bits). wcat: the weights in c, concatenated (None when no cast was needed)."""
+    """(hc, wcat, outputs q, k, v[, pk][, pq]): the casts autocast makes (h once; every
+    weight and bias once, as one concatenation of the flat fp32 parameters and one cast
+    of it: the same conversion, so the same values) and the F.linear calls of the
+    modules (an addmm each: the same bits). wcat: the weights in c, concatenated
+    [n * o, i] (None when no cast was needed)."""
     hc = h2 if h2.dtype == c else h2.to(c)
     if params[0].dtype == c:
         W, B, wcat = params[0::2], params[1::2], None
     else:
         n, o, i = len(plan.mods), plan.o, plan.i
-        wcat = torch.empty(n * o, i, dtype=c, device=hc.device)
-        bcat = torch.empty(n, o, dtype=c, device=hc.device)
-        W, B = wcat.view(n, o, i).unbind(0), bcat.unbind(0)
-        for dst, src in zip(W, params[0::2]):
-            dst.copy_(src)
-        for dst, src in zip(B, params[1::2]):
-            dst.copy_(src)
+        flat = torch.cat([p.reshape(-1) for p in params[0::2]] + list(params[1::2])).to(c)
+        wcat = flat.narrow(0, 0, n * o * i).view(n * o, i)
+        W = wcat.view(n, o, i).unbind(0)
+        B = flat.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
     outs = [F.linear(hc, W[0], B[0]), F.linear(hc, W[1], B[1]), F.linear(hc, W[2], B[2])]
     if plan.pk is not None:
         outs.append(F.linear(rel_c, W[plan.pk], B[plan.pk]))
