@@ -25,6 +25,7 @@ formulation). Per layer = count(n + 1 layers) - count(n layers); per step = the
 12-layer count.
 
     python3 bench/count_ops.py [--layers 12] [--B 1] [--L 32] [--list SIDE] [--json PATH]
+                               [--host-time]
 """
 
 from __future__ import annotations
@@ -135,6 +136,51 @@ def count_step(side, layers, B, L, dtype=torch.bfloat16):
     return c.ops, path
 
 
+def host_time(sides, reps=10, steps=10):
+    """CPU time per training step of a tiny encoder (12 layers, hidden 32, 2 heads, B1
+    L4, bf16 autocast, dropout 0.1), sides interleaved, min over reps: the host cost of
+    each formulation where compute is small (a proxy for the Python + dispatch part of a
+    GPU step's host time; CPU bf16 GEMMs are not free, so it over-weights GEMMs)."""
+    import time
+    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
+
+    cfg = testing.config("v3", hidden=32, heads=2, layers=12, buckets=16, dropout=0.1)
+    torch.manual_seed(0)
+    encs = {}
+    for side in sides:
+        e = DebertaV2Encoder(cfg).train()
+        if side != "transformers":
+            hf.patch(e)
+        encs[side] = e
+    x = torch.randn(1, 4, 32)
+    mask = torch.ones(1, 4, dtype=torch.long)
+
+    def step(e):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = e(x * 1.0, mask).last_hidden_state
+            loss = out.float().pow(2).mean()
+        loss.backward()
+        for p in e.parameters():
+            p.grad = None
+
+    res = {s: [] for s in sides}
+    old, threads = hf.LEAN_PROJECTIONS, torch.get_num_threads()
+    torch.set_num_threads(1)  # no intra-op thread pool overhead per op
+    try:
+        for _ in range(reps):
+            for s, e in encs.items():
+                hf.LEAN_PROJECTIONS = s != "dattn-old"
+                step(e)
+                t = time.process_time()
+                for _ in range(steps):
+                    step(e)
+                res[s].append((time.process_time() - t) / steps * 1e3)
+    finally:
+        hf.LEAN_PROJECTIONS = old
+        torch.set_num_threads(threads)
+    return {s: min(v) for s, v in res.items()}
+
+
 def totals(ops, dattn_kernels):
     n = len(ops)
     fwd_k, bwd_k = dattn_kernels
@@ -151,9 +197,11 @@ def main(argv=None):
     ap.add_argument("--sides", default=",".join(SIDES))
     ap.add_argument("--dattn-kernels", default="2,5",
                     help="GPU kernels per dattn::fwd, dattn::bwd call (H200 fp16: 2,5)")
-    ap.add_argument("--list", default=None, help="print every counted op of one layer's "
-                    "difference for SIDE")
+    ap.add_argument("--list", default=None, help="print every counted op of the 1-layer "
+                    "step of SIDE")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--host-time", action="store_true",
+                    help="also the CPU time per step of a tiny encoder per side")
     a = ap.parse_args(argv)
     dk = tuple(int(v) for v in a.dattn_kernels.split(","))
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
@@ -177,8 +225,14 @@ def main(argv=None):
         print("    per layer: " + ", ".join(f"{k} {v}" for k, v in
                                              sorted(per_layer_ops.items(), key=lambda kv: -kv[1])))
         if a.list == side:
-            for o, d in ops_2[len(ops_1) and 0:]:
+            for o, d in ops_1:
                 print(f"      {o:36s} {d}")
+    if a.host_time:
+        ht = host_time(a.sides.split(","))
+        for side, ms in ht.items():
+            res[side]["tiny_host_ms"] = ms
+        print("tiny-encoder CPU ms per step (min): " +
+              ", ".join(f"{k} {v:.2f}" for k, v in ht.items()))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(dict(layers=a.layers, B=a.B, L=a.L, dattn_kernels=dk, sides=res), f,
