@@ -18,6 +18,7 @@ import pytest
 import torch
 from torch import nn
 
+from conftest import DEVICES
 from dattn import _proj, hf, testing
 from test_hf import GRAD_TOL, assert_grads_close
 
@@ -58,7 +59,7 @@ def _lean(att, h, rel, ones_dtype):
     if rel is not None:
         c = _proj.compute_dtype(h)
         rel_c = rel.detach().to(c)
-        ones = torch.ones(rel.shape[0], dtype=c)
+        ones = torch.ones(rel.shape[0], dtype=c, device=h.device)
     return list(_proj.project(plan, h, rel, rel_c, ones))
 
 
@@ -113,28 +114,34 @@ def test_node_equals_module_calls_float64(kind, seed):
         assert err <= 1e-12 * max(scale, 1e-30), f"{n}: {err:.3g} vs max {scale:.3g}"
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("shape", [(2, 7), (1, 9)], ids=["padded", "packed"])
-def test_node_under_bf16_autocast_spec_rule(kind, shape, seed):
-    """bf16 autocast over fp32 weights (fp16 on a GPU): the forward is the module calls'
-    bit for bit; every gradient's error against float64 is at most 2x the module calls'
-    error (plus a floor of 2^-8 of the gradient's size)."""
+@pytest.mark.parametrize("shape", [(2, 7), (1, 9), (3, 64)], ids=["padded", "packed", "big"])
+def test_node_under_autocast_spec_rule(device, kind, shape, seed):
+    """Autocast over fp32 weights (bf16 on the CPU, fp16 on a GPU): the forward is the
+    module calls' bit for bit; every gradient's error against float64 is at most 2x the
+    module calls' error (plus a floor of 2^-8 of the gradient's size)."""
     print(f"seed {seed}")
     torch.manual_seed(seed)
+    amp = torch.bfloat16 if device == "cpu" else torch.float16
     att64, cfg = _att(kind)
-    att = copy.deepcopy(att64).float()
+    att = copy.deepcopy(att64).float().to(device)
     h64, rel64, g = _inputs(att64, cfg, seed, torch.float64, shape)
     ref_out = _module_calls(att64, h64, rel64)
     gouts = [torch.randn(o.shape, generator=g, dtype=torch.float64) if o is not None else None
              for o in ref_out]
     _, g64 = _grads(att64, _module_calls, h64, rel64, gouts)
-    h, rel = h64.float(), rel64.float() if rel64 is not None else None
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    h = h64.float().to(device)
+    rel = rel64.float().to(device) if rel64 is not None else None
+    gouts = [x.to(device) if x is not None else None for x in gouts]
+    with torch.autocast(device, dtype=amp):
         theirs_out, gt = _grads(att, _module_calls, h, rel, gouts)
-        ours_out, go = _grads(att, lambda a, x, r: _lean(a, x, r, torch.bfloat16), h, rel, gouts)
+        ours_out, go = _grads(att, lambda a, x, r: _lean(a, x, r, amp), h, rel, gouts)
+    gt = {k: v.cpu() for k, v in gt.items()}
+    go = {k: v.cpu() for k, v in go.items()}
     for a, b in zip(ours_out, theirs_out):
         if a is not None:
-            assert a.dtype == torch.bfloat16 and torch.equal(a, b.reshape(a.shape))
+            assert a.dtype == amp and torch.equal(a, b.reshape(a.shape))
     assert g64.keys() == go.keys() == gt.keys()
     for n in g64:
         scale = g64[n].abs().max().item()
@@ -197,8 +204,9 @@ def test_encoder_gradients_equal_transformers(kind, ckpt, mode, seed, monkeypatc
     assert_grads_close(go, gr, GRAD_TOL)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16-autocast"])
-def test_lean_equals_former_path_with_dropout(dtype, seed):
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, "autocast"], ids=["fp32", "autocast"])
+def test_lean_equals_former_path_with_dropout(device, dtype, seed):
     """Training with hidden dropout 0.1 (so pos_dropout draws a mask per layer) and
     attention dropout 0.1: lean and module-call formulations consume the generator the
     same way (same outputs, bit for bit) and give the same gradients to rounding."""
@@ -207,11 +215,12 @@ def test_lean_equals_former_path_with_dropout(dtype, seed):
     print(f"seed {seed}")
     torch.manual_seed(seed)
     cfg = testing.config("v3", layers=2, dropout=0.1)
-    enc = DebertaV2Encoder(cfg).train()
+    enc = DebertaV2Encoder(cfg).train().to(device)
     hf.patch(enc)
-    x = torch.randn(2, 11, cfg.hidden_size)
-    mask = torch.ones(2, 11, dtype=torch.long)
-    w = torch.randn(2, 11, cfg.hidden_size)
+    x = torch.randn(2, 11, cfg.hidden_size, device=device)
+    mask = torch.ones(2, 11, dtype=torch.long, device=device)
+    w = torch.randn(2, 11, cfg.hidden_size, device=device)
+    amp = torch.bfloat16 if device == "cpu" else torch.float16
     res = []
     old = hf.LEAN_PROJECTIONS
     try:
@@ -219,7 +228,7 @@ def test_lean_equals_former_path_with_dropout(dtype, seed):
             hf.LEAN_PROJECTIONS = lean
             enc.zero_grad(set_to_none=True)
             torch.manual_seed(seed + 1)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype != torch.float32):
+            with torch.autocast(device, dtype=amp, enabled=dtype != torch.float32):
                 out = enc(x, mask).last_hidden_state
             (out.float() * w).sum().backward()
             res.append((out.detach(), {n: p.grad.clone() for n, p in enc.named_parameters()}))
