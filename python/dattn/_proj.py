@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn.modules import module as _m
 
 _PLAIN = (torch.Tensor, nn.Parameter)  # not a tensor subclass (DTensor, a quantised weight...)
@@ -174,6 +175,7 @@ class _Project(torch.autograd.Function):
         return tuple(outs)
 
     @staticmethod
+    @once_differentiable  # (dattn's attention has no double backward either)
     def backward(ctx, *grads):
         plan, c = ctx.plan, ctx.c
         hc, rel_c, ones, *w = ctx.saved_tensors
