@@ -74,7 +74,8 @@ class Counter(TorchDispatchMode):
         full = name if ns == "aten" else f"{ns}.{name}"
         if name not in NO_LAUNCH and name not in HOST_ONLY:
             first = next((a for a in args if isinstance(a, torch.Tensor)), None)
-            d = f"{str(first.dtype).replace('torch.', '')}{list(first.shape)}" if first is not None else ""
+            d = "" if first is None else \
+                f"{str(first.dtype).replace('torch.', '')}{list(first.shape)}"
             self.ops.append((full, d))
         return func(*args, **(kwargs or {}))
 
