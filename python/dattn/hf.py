@@ -7,7 +7,10 @@
 
 ``encoder_forward`` mirrors transformers' encoder, layer by layer, calling the model's own
 submodules (projections, LayerNorms, dropouts, FFN, conv) and replacing only the
-disentangled attention by ``dattn.ops.attention``. Two layouts:
+disentangled attention by ``dattn.ops.attention``. In eager mode a layer's q / k / v and
+position projections run as one autograd node (``_proj.py``: the modules' weights, the
+same forward bits, ~29 fewer launches per layer in a training step); hooked or wrapped
+projections are called as modules. Two layouts:
 
 * padded: the batch as transformers hands it, every position (padded ones included)
   equal to transformers (the library's "hf" padded-row rule);
@@ -35,13 +38,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import types
 from typing import Optional
 
 import torch
 from torch import nn
 
-from . import _lib, ops
+from . import _lib, _proj, ops
 
 logger = logging.getLogger("dattn")
 
@@ -269,7 +273,8 @@ def encoder_forward(self, hidden_states, attention_mask, output_hidden_states=Tr
 class _Ctx:
     """What every attention call of one encoder pass shares."""
 
-    __slots__ = ("mask", "cu_seqlens", "max_seqlen", "bucket", "max_rel")
+    __slots__ = ("mask", "cu_seqlens", "max_seqlen", "bucket", "max_rel", "rel_src",
+                 "rel_c", "ones")
 
     def __init__(self, mask, cu_seqlens, max_seqlen, bucket, max_rel):
         self.mask = mask
@@ -277,6 +282,30 @@ class _Ctx:
         self.max_seqlen = max_seqlen
         self.bucket = bucket
         self.max_rel = max_rel
+        self.rel_src = self.rel_c = self.ones = None
+
+    def rel_cast(self, rel: torch.Tensor, c: torch.dtype) -> torch.Tensor:
+        """rel detached in the compute dtype. Layers whose pos_dropout is the identity
+        (eval, p = 0) see the very same rel tensor: it is cast once per encoder pass."""
+        if rel is not self.rel_src or self.rel_c.dtype != c:
+            self.rel_src = rel
+            self.rel_c = rel.detach() if rel.dtype == c else rel.detach().to(c)
+        return self.rel_c
+
+    def ones_like_rows(self, rel_c: torch.Tensor) -> torch.Tensor:
+        """[2S] ones in the compute dtype (bias gradients of the position projections),
+        made once per encoder pass."""
+        o = self.ones
+        if o is None or o.dtype != rel_c.dtype or o.shape[0] != rel_c.shape[0] \
+                or o.device != rel_c.device:
+            o = self.ones = torch.ones(rel_c.shape[0], dtype=rel_c.dtype, device=rel_c.device)
+        return o
+
+
+# The projections of a layer in one autograd node (_proj.py) in eager mode: fewer launches
+# per training step, same function. DATTN_HF_LEAN=0 (or hf.LEAN_PROJECTIONS = False) calls
+# the nn.Linear modules one by one instead (the A/B switch of bench/count_ops.py).
+LEAN_PROJECTIONS = os.environ.get("DATTN_HF_LEAN", "1") != "0"
 
 
 def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Tensor:
@@ -285,25 +314,45 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
     H = att.num_attention_heads
     D = att.attention_head_size
     lead = h.shape[:-1]
-    q = att.query_proj(h).view(*lead, H, D)
-    k = att.key_proj(h).view(*lead, H, D)
-    v = att.value_proj(h).view(*lead, H, D)
     bits = _bits(att)
-    pk = pq = None
+    rel = None
     if att.relative_attention:
-        rel = att.pos_dropout(rel_embeddings)
         S = att.pos_ebd_size
-        rel = rel[0:2 * S, :]
-        if att.share_att_key:
-            if bits & _lib.POS_C2P:
-                pk = att.key_proj(rel)
-            if bits & _lib.POS_P2C:
-                pq = att.query_proj(rel)
-        else:
-            if bits & _lib.POS_C2P:
-                pk = att.pos_key_proj(rel)
-            if bits & _lib.POS_P2C:
-                pq = att.pos_query_proj(rel)
+        rel = att.pos_dropout(rel_embeddings)
+        if rel.shape[0] != 2 * S:  # (a full slice would only make a new alias per layer)
+            rel = rel[0:2 * S, :]
+    plan = None
+    if LEAN_PROJECTIONS and not torch.compiler.is_compiling():
+        plan = _proj.plan_for(att, bool(bits & _lib.POS_C2P), bool(bits & _lib.POS_P2C),
+                              rel is not None)
+        if not _proj.usable(plan, h, rel):
+            plan = None
+    if plan is not None:
+        rel_c = ones = None
+        if rel is not None and (plan.pk is not None or plan.pq is not None):
+            rel_c = ctx.rel_cast(rel, _proj.compute_dtype(h))
+            if torch.is_grad_enabled():
+                ones = ctx.ones_like_rows(rel_c)
+        q, k, v, pk, pq = _proj.project(plan, h, rel, rel_c, ones)
+        q, k, v = q.view(*lead, H, D), k.view(*lead, H, D), v.view(*lead, H, D)
+    else:
+        q = att.query_proj(h).view(*lead, H, D)
+        k = att.key_proj(h).view(*lead, H, D)
+        v = att.value_proj(h).view(*lead, H, D)
+        pk = pq = None
+        if rel is not None:
+            if att.share_att_key:
+                if bits & _lib.POS_C2P:
+                    pk = att.key_proj(rel)
+                if bits & _lib.POS_P2C:
+                    pq = att.query_proj(rel)
+            else:
+                if bits & _lib.POS_C2P:
+                    pk = att.pos_key_proj(rel)
+                if bits & _lib.POS_P2C:
+                    pq = att.pos_query_proj(rel)
+    if rel is not None:
+        S = att.pos_ebd_size
         if pk is not None:
             pk = pk.view(2 * S, H, D).transpose(0, 1)
         if pq is not None:

@@ -21,7 +21,7 @@ FORBIDDEN = {"clone", "copy_", "contiguous", "zeros", "zeros_like", "new_zeros",
 
 # Kernel-launching ops of one layer (v3 layer, c2p|p2c, share_att_key), CPU decomposition
 # (dropout = bernoulli_ + div_ + mul). Measured when the budget was set; lower is fine.
-LAYER_BUDGET = 103
+LAYER_BUDGET = 74  # 103 before the lean projections (dattn/_proj.py)
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["padded", "packed"])
@@ -32,9 +32,16 @@ def audit(request):
     return layer, step, reads_layer, reads_step
 
 
+# The lean projections (dattn/_proj.py) concatenate on purpose, each replacing more
+# launches than it costs: the layer's fp32 weights and biases once (then one cast instead
+# of one per tensor), and in the backward [dq | dk | dv] and [dpq | dpk] (one GEMM for
+# dh, dW, db each instead of three, one for d(rel) instead of two).
+ALLOWED = {"cat": 1, "stack": 2}
+
+
 def test_no_copies_fills_or_index_ops_per_layer(audit):
     layer = audit[0]
-    bad = {k: c for k, (c, _) in layer.items() if k in FORBIDDEN}
+    bad = {k: c for k, (c, _) in layer.items() if k in FORBIDDEN and c > ALLOWED.get(k, 0)}
     assert not bad, f"a dattn layer launches {bad} per training step"
 
 

@@ -1,0 +1,273 @@
+"""A layer's q / k / v projections and its position projections in one autograd node.
+
+What this replaces (hf.py ``_self_attention``): ``query_proj(h)``, ``key_proj(h)``,
+``value_proj(h)`` and the position projections of the (dropped-out) rel embeddings,
+``key_proj(rel)`` / ``query_proj(rel)`` (share_att_key) or ``pos_key_proj(rel)`` /
+``pos_query_proj(rel)``, each an ``nn.Linear`` call under autocast. In a training step
+autograd then launches, per layer: a cast of h per projection (h is the fp32 output of
+a LayerNorm), a cast of rel per position projection, a cast per weight and bias, and in
+the backward three GEMMs / a reduce per call, a cast of every fp16 input gradient back
+to fp32 followed by fp32 adds, fp16 adds summing the two uses of each shared weight and
+bias, and one fp32 cast per weight and bias gradient: 49 launches per layer
+(share_att_key, c2p|p2c, autocast) for what this node does in 21 (bench/count_ops.py).
+
+Forward (``_forward``): h cast once, rel cast once per distinct rel (hf.py), the layer's
+weights and biases concatenated and cast by one launch each (the same conversion), then
+the very F.linear calls the modules make: the outputs are bitwise equal.
+Backward (``_Project``): see its docstring. Same function, every product in the dtype
+autograd uses; sums of products accumulate inside GEMMs (one rounding instead of one per
+term), so gradients differ from autograd's by rounding only (tests/python/test_proj.py
+pins them against transformers and the module calls, SPEC's rule under autocast).
+hf.py uses the node in eager mode only (torch.compile fuses the plain graph itself), for
+plain nn.Linear projections of one shape, without hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.function import once_differentiable
+from torch.nn.modules import module as _m
+
+_PLAIN = (torch.Tensor, nn.Parameter)  # not a tensor subclass (DTensor, a quantised weight...)
+
+
+class Plan:
+    """A layer's projections (built per call: modules can be swapped or hooked anytime).
+
+    mods: the distinct nn.Linear modules, in the order q, k, v, then (share_att_key off)
+    pos_query_proj, pos_key_proj when their term is on; all of one shape [o, i].
+    params: their (weight, bias) flattened. pk / pq: index into mods of the module that
+    projects rel for that term (None: the term is off). The modules of the position
+    terms are consecutive, query side first (share_att_key: q, k); p0 / npos: the first
+    of them and their count."""
+
+    __slots__ = ("mods", "params", "pk", "pq", "p0", "npos", "o", "i")
+
+    def __init__(self, mods, params, pk, pq):
+        self.mods, self.params, self.pk, self.pq = mods, params, pk, pq
+        self.npos = (pk is not None) + (pq is not None)
+        self.p0 = pq if pq is not None else pk
+        self.o, self.i = params[0].shape
+
+
+def plan_for(att, c2p: bool, p2c: bool, relative: bool) -> Optional[Plan]:
+    """The Plan of DisentangledSelfAttention ``att``, or None if a projection is not a
+    plain nn.Linear with a bias and no hooks (a LoRA wrapper, a quantised layer, ...) or
+    the projections differ in shape: the caller then calls the modules as before."""
+    mods = [att.query_proj, att.key_proj, att.value_proj]
+    pk = pq = None
+    if relative:
+        if att.share_att_key:
+            pk = 1 if c2p else None
+            pq = 0 if p2c else None
+        else:
+            if p2c:
+                mods.append(att.pos_query_proj)
+                pq = len(mods) - 1
+            if c2p:
+                mods.append(att.pos_key_proj)
+                pk = len(mods) - 1
+    params = []
+    shape = None
+    for m in mods:
+        if (type(m) is not nn.Linear or m._forward_hooks or m._forward_pre_hooks
+                or m._backward_hooks or m._backward_pre_hooks):
+            return None
+        d = m._parameters
+        w, b = d.get("weight"), d.get("bias")
+        if b is None or w is None or w.dim() != 2:
+            return None
+        if shape is None:
+            shape = w.shape
+        elif w.shape != shape:
+            return None
+        params += (w, b)
+    return Plan(mods, params, pk, pq)
+
+
+def compute_dtype(h: torch.Tensor) -> torch.dtype:
+    dev_type = h.device.type
+    if torch.is_autocast_enabled(dev_type):
+        return torch.get_autocast_dtype(dev_type)
+    return h.dtype
+
+
+def usable(plan: Optional[Plan], h: torch.Tensor, rel: Optional[torch.Tensor]) -> bool:
+    """Whether ``project`` computes what the modules would: plain tensors of one floating
+    dtype, which autocast (if on) would cast (fp32), on h's device, and no global module
+    hooks (which the module calls would run)."""
+    if plan is None or type(h) not in _PLAIN or h.dim() < 2:
+        return False
+    dt, dev = h.dtype, h.device
+    if not dt.is_floating_point:
+        return False
+    if dt != torch.float32 and torch.is_autocast_enabled(dev.type):
+        return False  # autocast would cast bf16 / fp16 too, and leave fp64 alone
+    if rel is not None and (type(rel) not in _PLAIN or rel.dtype != dt or rel.device != dev):
+        return False
+    for p in plan.params:
+        if type(p) not in _PLAIN or p.dtype != dt or p.device != dev:
+            return False
+    return not _global_hooks()
+
+
+def _global_hooks() -> bool:
+    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks
+                or _m._global_backward_hooks or _m._global_backward_pre_hooks)
+
+
+def _forward(plan, c, h2, rel_c, params):
+    """(hc, wcat, outputs q, k, v[, pk][, pq]): the casts autocast makes (h once; every
+    weight and bias once, as one concatenation of the flat fp32 parameters and one cast
+    of it: the same conversion, so the same values) and the F.linear calls of the
+    modules (an addmm each: the same bits). wcat: the weights in c, concatenated
+    [n * o, i] (None when no cast was needed)."""
+    hc = h2 if h2.dtype == c else h2.to(c)
+    if params[0].dtype == c:
+        W, B, wcat = params[0::2], params[1::2], None
+    else:
+        n, o, i = len(plan.mods), plan.o, plan.i
+        flat = torch.cat([p.reshape(-1) for p in params[0::2]] + list(params[1::2])).to(c)
+        wcat = flat.narrow(0, 0, n * o * i).view(n * o, i)
+        W = wcat.view(n, o, i).unbind(0)
+        B = flat.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
+    outs = [F.linear(hc, W[0], B[0]), F.linear(hc, W[1], B[1]), F.linear(hc, W[2], B[2])]
+    if plan.pk is not None:
+        outs.append(F.linear(rel_c, W[plan.pk], B[plan.pk]))
+    if plan.pq is not None:
+        outs.append(F.linear(rel_c, W[plan.pq], B[plan.pq]))
+    return hc, wcat, outs
+
+
+def _cat_cols(gs, rows, o, like):
+    """[rows, len(gs) * o]: the gradients side by side (one launch; a missing one 0)."""
+    gs = [g if g is not None else like.new_zeros(rows, o) for g in gs]
+    if len(gs) == 1:
+        return gs[0]
+    return torch.stack(gs, dim=1).view(rows, len(gs) * o)
+
+
+class _Project(torch.autograd.Function):
+    """Forward: _forward. Backward, with G = [dq | dk | dv] ([N, 3 o], one launch) and
+    Gp = [dpq | dpk] ([2S, 2 o]) against the concatenated weights:
+    dh = G Wcat[q, k, v] (one GEMM), d(rel) = Gp Wcat[pos] (one GEMM), dWcat[q, k, v] =
+    G^T h (one GEMM) += Gp^T rel on the shared rows (addmm_; share_att_key off: its own
+    rows), db = column sums (+= Gp^T 1 by addmv_), all parameter gradients in one buffer
+    cast to the parameters' dtype by one launch. Every product in the same dtype as
+    autograd's; sums of products accumulate inside the GEMMs (one rounding)."""
+
+    @staticmethod
+    def forward(ctx, plan, c, h, rel, rel_c, ones, *params):
+        hc, wcat, outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)
+        ctx.plan, ctx.c = plan, c
+        ctx.h_shape, ctx.h_dtype = h.shape, h.dtype
+        ctx.rel_dtype = rel.dtype if rel is not None else None
+        ctx.p_dtype = params[0].dtype
+        if wcat is not None:
+            ctx.save_for_backward(hc, rel_c, ones, wcat)
+        else:
+            ctx.save_for_backward(hc, rel_c, ones, *params[0::2])
+        ctx.set_materialize_grads(False)
+        return tuple(outs)
+
+    @staticmethod
+    @once_differentiable  # (dattn's attention has no double backward either)
+    def backward(ctx, *grads):
+        plan, c = ctx.plan, ctx.c
+        hc, rel_c, ones, *w = ctx.saved_tensors
+        wcat = w[0] if len(w) == 1 else torch.cat(w)
+        need = ctx.needs_input_grad
+        n, o, i = len(plan.mods), plan.o, plan.i
+        N = hc.shape[0]
+        dh = drel = None
+        G = None
+        if grads[0] is not None or grads[1] is not None or grads[2] is not None:
+            G = _cat_cols(grads[:3], N, o, hc)
+            if need[2]:
+                dh = torch.mm(G, wcat if n == 3 else wcat.narrow(0, 0, 3 * o))
+                if dh.dtype != ctx.h_dtype:
+                    dh = dh.to(ctx.h_dtype)
+                dh = dh.view(ctx.h_shape)
+        Gp = None
+        if plan.npos:
+            gp = []
+            if plan.pq is not None:
+                gp.append(grads[3 + (plan.pk is not None)])
+            if plan.pk is not None:
+                gp.append(grads[3])
+            if any(g is not None for g in gp):
+                Gp = _cat_cols(gp, rel_c.shape[0], o, rel_c)
+                r0, r1 = plan.p0 * o, (plan.p0 + plan.npos) * o
+                if need[3]:
+                    drel = torch.mm(Gp, wcat.narrow(0, r0, r1 - r0))
+                    if drel.dtype != ctx.rel_dtype:
+                        drel = drel.to(ctx.rel_dtype)
+        if not any(need[6:]) or (G is None and Gp is None):
+            return (None, None, dh, drel, None, None) + (None,) * (2 * n)
+        buf = torch.empty(n * o * (i + 1), dtype=c, device=hc.device)
+        dW = buf.narrow(0, 0, n * o * i).view(n * o, i)
+        db = buf.narrow(0, n * o * i, n * o)
+        if G is None:
+            G = hc.new_zeros(N, 3 * o)
+        if n == 3:
+            torch.mm(G.t(), hc, out=dW)
+            torch.sum(G, 0, out=db)
+        else:
+            torch.mm(G.t(), hc, out=dW.narrow(0, 0, 3 * o))
+            torch.sum(G, 0, out=db.narrow(0, 0, 3 * o))
+        have = n if Gp is not None else 3
+        if Gp is not None:
+            if plan.p0 < 3:  # rows shared with the content projections
+                Gpt = Gp.t()
+                dW.narrow(0, r0, r1 - r0).addmm_(Gpt, rel_c)
+                db.narrow(0, r0, r1 - r0).addmv_(Gpt, ones)
+            else:
+                torch.mm(Gp.t(), rel_c, out=dW.narrow(0, r0, r1 - r0))
+                torch.sum(Gp, 0, out=db.narrow(0, r0, r1 - r0))
+        if ctx.p_dtype != c:
+            buf = buf.to(ctx.p_dtype)
+        ws = buf.narrow(0, 0, n * o * i).view(n, o, i).unbind(0)
+        bs = buf.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
+        dparams = []
+        for j in range(n):
+            if j < have:
+                dparams += (ws[j] if need[6 + 2 * j] else None,
+                            bs[j] if need[7 + 2 * j] else None)
+            else:
+                dparams += (None, None)
+        return (None, None, dh, drel, None, None, *dparams)
+
+
+# Function.apply's Python wrapper (argument binding, functorch's dead-wrapper unwrapping
+# of every argument) costs ~30 us per call on a CPU; without functorch transforms it
+# ends in the C apply, called directly here (torch.autograd.Function.apply otherwise).
+try:
+    _raw_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _Project)
+except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
+    _raw_apply = None
+
+
+def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
+            rel_c: Optional[torch.Tensor], ones: Optional[torch.Tensor]):
+    """(q, k, v, pk, pq) as [N, out] / [2S, out] tensors (pk / pq None when off), where
+    N = h.numel() / hidden. rel: the [2S, hidden] position embeddings after pos_dropout
+    (gradient flows to it); rel_c: rel detached and cast to the compute dtype (may be
+    shared by layers that see the same rel); ones: [2S] ones in the compute dtype (bias
+    gradients of the position projections; only read in the backward)."""
+    c = compute_dtype(h)
+    params = plan.params
+    if torch.is_grad_enabled() and (h.requires_grad or (rel is not None and rel.requires_grad)
+                                    or any(p.requires_grad for p in params)):
+        if _raw_apply is not None and not torch._C._are_functorch_transforms_active():
+            outs = _raw_apply(plan, c, h, rel, rel_c, ones, *params)
+        else:
+            outs = _Project.apply(plan, c, h, rel, rel_c, ones, *params)
+    else:
+        outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)[2]
+    pk = outs[3] if plan.pk is not None else None
+    pq = outs[-1] if plan.pq is not None else None
+    return outs[0], outs[1], outs[2], pk, pq
