@@ -42,7 +42,7 @@
  * the default run and of --quick, with the mode checks (TF32 != IEEE on the same inputs,
  * IEEE mode bitwise on the IEEE kernel).
  * --quick: a small subset (compute-sanitizer).
- * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d|sm90w1e|sm90w1f|sm90w1g: the fp16/bf16 D=64/128 cases (those the Hopper
+ * --path sm80|sm90|sm90n64|sm90n128|sm90w1|sm90w1ov|sm90w1b|sm90w1c|sm90w1d|sm90w1e|sm90w1f|sm90w1g|sm90w1h: the fp16/bf16 D=64/128 cases (those the Hopper
  *   wgmma kernel takes) run with DATTN_CUDA_FWD=sm90* (so a call it cannot run fails instead
  *   of falling back; n64 / n128: its 64- / 128-key tiles where the head dim has both; w1:
  *   its one-warpgroup instance at D = 64, two CTAs per SM; w1ov: the same with the next
@@ -1414,8 +1414,8 @@ int main(int argc, char **argv)
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
         strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c") &&
         strcmp(path, "sm90w1d") && strcmp(path, "sm90w1e") && strcmp(path, "sm90w1f") &&
-        strcmp(path, "sm90w1g")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f or sm90w1g\n");
+        strcmp(path, "sm90w1g") && strcmp(path, "sm90w1h")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f, sm90w1g or sm90w1h\n");
         return 2;
     }
     if (lse_tol >= 0.0 && !same_as) {

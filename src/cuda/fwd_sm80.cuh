@@ -574,7 +574,7 @@ DATTN_DEV void fwd_sm80_body(const dattn_fwd_args &a)
                                       "K side loaded after the V barrier");
     static_assert(!BE || (BP && !SP && !OV), "BE is a variant of the pipelined band products (BP)");
     static_assert(!BK || BE, "BK is a variant of BE");
-    static_assert(!OG || (BP && !SP && !OV && !BE), "OG is a variant of the pipelined band products (BP)");
+    static_assert(!OG || (BP && !SP && !OV && !BK), "OG is a variant of the pipelined band products (BP), with or without BE");
     static_assert(!BP || (LN && !DATTN_FWD_C2P_SHFL && G::PARTS == 1),
                   "the pipelined band products (BP) are a variant of the lean wgmma kernel, one "
                   "warp per 16-key sub-block");

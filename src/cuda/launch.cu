@@ -39,7 +39,8 @@
  *   sm90w1g  sm90w1c with a saturated tile's p2c column constants entering through the score
  *           product (one bf16 k16 step: ones x the keys' (hi, lo) pairs, which the kps prologue
  *           then writes instead of fp32 sums, same workspace); not bitwise sm90w1c (hi + lo
- *           is the fp32 constant to ~2^-16 relative).
+ *           is the fp32 constant to ~2^-16 relative);
+ *   sm90w1h  sm90w1g with sm90w1e's leaner band-tile overheads (bitwise sm90w1g).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -493,7 +494,7 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * products (= sm90w1c), 5 the lean loop reordered for saturated / plain tiles (= sm90w1d),
  * 6 sm90w1c with the leaner band-tile overheads (= sm90w1e), 7 sm90w1e with a band tile's K
  * side loaded during P V (= sm90w1f), 8 sm90w1c with the saturated p2c constants through the
- * score product (= sm90w1g).
+ * score product (= sm90w1g), 9 sm90w1g with sm90w1e's band-tile overheads (= sm90w1h).
  * 8: a saturated tile's p2c column constants entering the score product as a bf16 (hi, lo)
  * k16 step beat sm90w1c at every shape (0.311 / 0.756 / 1.785 ms against 0.311 / 0.777 / 1.919
  * at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c; no position terms within 0.5%;
@@ -519,7 +520,8 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * pipelined band products (sm90w1c); ov = 10: the lean loop reordered for saturated / plain
  * tiles (sm90w1d); ov = 22: sm90w1c with the leaner band-tile overheads (sm90w1e); ov = 54:
  * sm90w1e with a band tile's K side loaded during P V (sm90w1f); ov = 70: sm90w1c with the
- * saturated p2c constants through the score product (sm90w1g; instances_sm90.def's OV bits). */
+ * saturated p2c constants through the score product (sm90w1g); ov = 86: sm90w1g with the
+ * leaner band-tile overheads (sm90w1h; instances_sm90.def's OV bits). */
 static fwd_launcher pick_sm90(int D, int bf, int bn, int nw, int ov, int *bm, int *smem)
 {
 #define Y(D_, DT, NW, MS, BN, OV)                                                              \
@@ -691,7 +693,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     const int w1e = (force && !strcmp(force, "sm90w1e")) || (dflt1 && DATTN_SM90_D64 == 6);
     const int w1f = (force && !strcmp(force, "sm90w1f")) || (dflt1 && DATTN_SM90_D64 == 7);
     const int w1g = (force && !strcmp(force, "sm90w1g")) || (dflt1 && DATTN_SM90_D64 == 8);
-    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || w1c || w1d || w1e || w1f || w1g || dflt1;
+    const int w1h = (force && !strcmp(force, "sm90w1h")) || (dflt1 && DATTN_SM90_D64 == 9);
+    const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || w1c || w1d || w1e || w1f || w1g || w1h || dflt1;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
     if (force && !strcmp(force, "small")) big = 0;
@@ -702,7 +705,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc && di.major == 9 && di.minor == 0 &&
         (force_sm90 || (DATTN_SM90_DEFAULT && c->D == 64 &&
                         !(force && (!strcmp(force, "sm80") || !strcmp(force, "small")))))) {
-        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1g ? 70 : w1f ? 54 : w1e ? 22 : w1d ? 10 : w1c ? 6 : w1b ? 2 : w1ov, &bm, &smem);
+        lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90, w1 ? 4 : 8, w1h ? 86 : w1g ? 70 : w1f ? 54 : w1e ? 22 : w1d ? 10 : w1c ? 6 : w1b ? 2 : w1ov, &bm, &smem);
         if (!lf && !w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, bn90 == 64 ? 128 : 64, 8, 0, &bm, &smem);
         /* sm90w1* where that instance does not exist (D = 128): the two-warpgroup kernel */
         if (!lf && w1) lf = pick_sm90((int)c->D, p->dtype == DATTN_BF16, 64, 8, 0, &bm, &smem);
@@ -752,7 +755,8 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     cudaError_t e;
     if (kvr || vmean || kps) {
         /* the OG kernels (sm90w1g) read the kps planes as bf16 (hi, lo) pairs */
-        const int kps_hl = lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70;
+        const int kps_hl = lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70 ||
+                           lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o86 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o86;
         if ((e = dattn_launch_fwd_prep(&a, dt, kvr, vmean, kps, kps_hl, stream)) != cudaSuccess)
             return cuda_fail(e, "forward prologue launch");
     }
