@@ -180,12 +180,15 @@ fi
 #     loaded during P V), both opt-in, every case again on sm90w1c and bitwise equal (--same-as
 #     sm90w1c), and sm90w1c (the previous default: the default sm90w1g without the saturated p2c
 #     constants through the score product, whose bf16 hi + lo makes it not bitwise; every case
-#     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5).
+#     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5), and the
+#     default's two instances pinned at every L (the default takes sm90w1h at L <= 512, sm90w1g
+#     above): sm90w1g, and sm90w1h bitwise against it (--same-as sm90w1g).
 #     GPU_CHECK_PATHS overrides the list.
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c sm90w1g sm90w1h}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
-    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;; esac
+    case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;;
+      sm90w1h) arg="$arg --same-as sm90w1g" ;; esac
     if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
     else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
@@ -228,7 +231,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
   # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c; do
+    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c sm90w1g sm90w1h; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

@@ -495,6 +495,7 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * 6 sm90w1c with the leaner band-tile overheads (= sm90w1e), 7 sm90w1e with a band tile's K
  * side loaded during P V (= sm90w1f), 8 sm90w1c with the saturated p2c constants through the
  * score product (= sm90w1g), 9 sm90w1g with sm90w1e's band-tile overheads (= sm90w1h).
+ * 8 takes sm90w1h at L <= SM90_W1H_MAX_L (below).
  * 8: a saturated tile's p2c column constants entering the score product as a bf16 (hi, lo)
  * k16 step beat sm90w1c at every shape (0.311 / 0.756 / 1.785 ms against 0.311 / 0.777 / 1.919
  * at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 c2p|p2c; no position terms within 0.5%;
@@ -508,6 +509,15 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
  * DATTN_CUDA_FWD=sm90w1b pins the previous default, sm90w1 the one before. */
 #ifndef DATTN_SM90_D64
 #define DATTN_SM90_D64 8
+#endif
+
+/* With DATTN_SM90_D64 8 the default takes sm90w1h (sm90w1g with sm90w1e's band-tile overheads:
+ * the same results bit for bit) when L (packed: max_seqlen) <= this. Measured in one run
+ * (bench/results/gpu-2026-11-30-w1h/, fp16 H12 D64 S256 c2p|p2c, ms): B32 L512 0.305 against
+ * sm90w1g's 0.312 (every tile a band tile, 8 key tiles per CTA: the per-CTA prologue counts),
+ * B8 L2048 0.763 against 0.757, B2 L8192 1.793 against 1.785 (slower there). */
+#ifndef SM90_W1H_MAX_L
+#define SM90_W1H_MAX_L 512
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
@@ -693,7 +703,10 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     const int w1e = (force && !strcmp(force, "sm90w1e")) || (dflt1 && DATTN_SM90_D64 == 6);
     const int w1f = (force && !strcmp(force, "sm90w1f")) || (dflt1 && DATTN_SM90_D64 == 7);
     const int w1g = (force && !strcmp(force, "sm90w1g")) || (dflt1 && DATTN_SM90_D64 == 8);
-    const int w1h = (force && !strcmp(force, "sm90w1h")) || (dflt1 && DATTN_SM90_D64 == 9);
+    /* the default at D = 64 is sm90w1g, and sm90w1h (the same bits) where every CTA has few
+     * key tiles, all band tiles: L <= SM90_W1H_MAX_L (see its definition) */
+    const int w1h = (force && !strcmp(force, "sm90w1h")) || (dflt1 && DATTN_SM90_D64 == 9) ||
+                    (dflt1 && DATTN_SM90_D64 == 8 && c->L <= SM90_W1H_MAX_L);
     const int w1 = (force && !strcmp(force, "sm90w1")) || w1ov || w1b || w1c || w1d || w1e || w1f || w1g || w1h || dflt1;
     const int bn90 = (force && !strcmp(force, "sm90n64")) || w1 ? 64 : force && !strcmp(force, "sm90n128") ? 128 : SM90_BN;
     if (force && !strcmp(force, "simple")) tc = 0;
