@@ -97,6 +97,12 @@ enum { BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
 #ifndef DATTN_BWD_TILE_CLASSES
 #define DATTN_BWD_TILE_CLASSES 0
 #endif
+/* tc3g (bwd_tc3g_d64.cu): tc3f whose dq kernel computes D_i of its rows itself (no separate
+ * D_i launch); a preprocessor switch like DATTN_BWD_TILE_CLASSES (V3 stays 9: everything
+ * else is tc3f's code) */
+#ifndef DATTN_BWD_DI_FUSED
+#define DATTN_BWD_DI_FUSED 0
+#endif
 
 template <int D, int BN, int V3 = 0>
 struct bwd_geom {
@@ -579,10 +585,53 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         cp_async16(sZ + swz<D>(row, ch), zb + (int64_t)(ok ? x : 0) * z_sl + ch * 8, ok ? 16 : 0);
     }
     cp_async_commit();
+    const int wr0 = 16 * w;
+    /* tc3g (DATTN_BWD_DI_FUSED, dq kernel): D_i = dO_i . O_i of the block's rows computed here,
+     * not by the separate pass (bwd_simple.cu's bwd_di_rows_body): warp w takes rows wr0 + j,
+     * j < 16, as that pass's warps take theirs (lane l: fmaf(dO[l], O[l], 0), then
+     * fmaf(dO[l + 32], O[l + 32], .); the same xor butterfly), so D has the same bits. The
+     * O elements are loaded while X / Z land (past len: row m0's, the sum not stored), dO is
+     * read from Z. Every row < len (masked ones too) is stored, as that pass does: the dkdv
+     * kernel, launched after this one, reads D of its column tiles from the workspace. */
+    constexpr int DIF = DATTN_BWD_DI_FUSED && !KV;
+    constexpr int DIR = G::BM / G::NW; /* rows per warp */
+    uint16_t dio[DIF ? DIR : 1][2];
+    if constexpr (DIF) {
+        static_assert(!DIF || D == 64, "fused D_i: two elements per lane");
+        const uint16_t *obh = (const uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)tok0 * a.o_sl + (int64_t)h * a.o_sh;
+#pragma unroll
+        for (int j = 0; j < DIR; j++) {
+            const int x = m0 + wr0 + j;
+            const uint16_t *orow = obh + (int64_t)(x < len ? x : m0) * a.o_sl;
+            dio[j][0] = orow[lane];
+            dio[j][1] = orow[lane + 32];
+        }
+    }
     cp_async_wait_all();
     __syncthreads();
 
-    const int wr0 = 16 * w;
+    float dsel[2] = {0.f, 0.f}; /* tc3g: D of this thread's rows wr0 + g + 8 r */
+    if constexpr (DIF) {
+#pragma unroll
+        for (int j = 0; j < DIR; j++) {
+            const char *zr = smem + G::OFF_Z + (lane & 7) * 2;
+            const float z0 = h2f<BF>(*(const uint16_t *)(zr + swz<D>(wr0 + j, lane >> 3)));
+            const float z1 = h2f<BF>(*(const uint16_t *)(zr + swz<D>(wr0 + j, (lane + 32) >> 3)));
+            float s = fmaf(z0, h2f<BF>(dio[j][0]), 0.f);
+            s = fmaf(z1, h2f<BF>(dio[j][1]), s);
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (g == (j & 7)) dsel[j >> 3] = s;
+        }
+        if (c == 0) {
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int x = m0 + wr0 + g + 8 * r;
+                if (x < len) A.di[ws_row(A, b, h, tok0, x)] = dsel[r];
+            }
+        }
+    }
+
     /* per-row facts (dq: lse, D, validity of the query rows) */
     float rl2[2] = {0.f, 0.f}, rdi[2] = {0.f, 0.f};
     int rok[2] = {0, 0};
@@ -593,7 +642,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         if (!KV) {
             if (rok[r]) {
                 rl2[r] = a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + x) * a.l_sl] * L2E;
-                rdi[r] = A.di[ws_row(A, b, h, tok0, x)];
+                rdi[r] = DIF ? dsel[r] : A.di[ws_row(A, b, h, tok0, x)];
             } else {
                 rl2[r] = __int_as_float(0x7f800000); /* p = 0 */
             }
