@@ -73,6 +73,10 @@
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
  * tile loop. Bitwise tc3d.
  *
+ * tc3g (bwd_tc3g_d64.cu, DATTN_CUDA_BWD=tc3g, opt-in): tc3f (V3 = 9) whose dq kernel computes
+ * D_i = dO_i . O_i of its rows in the row-block prologue (DATTN_BWD_DI_FUSED) and stores it for
+ * the dkdv kernel (tc3f's, launched after it): no separate D_i launch. Bitwise tc3f.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
