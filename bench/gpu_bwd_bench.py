@@ -74,6 +74,13 @@ tc3e_bitwise: its five gradients equal the default's bit for bit (they must), an
 satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms). (In
 gpu-2026-11-30-tc3f, where tc3e was the default, the same block timed the opt-in tc3f with
 *_tc3f keys, tc3f_speedup_over_default = tc3e / tc3f.)
+tc3g (DATTN_CUDA_BWD=tc3g, opt-in): the default tc3f whose dq kernel computes D_i of its rows
+in its prologue (no separate D_i launch: one launch fewer per call); *_tc3g keys,
+tc3g_speedup_over_default = default bwd / tc3g bwd (> 1: tc3g faster), tc3g_bitwise: its five
+gradients equal the default's bit for bit (they must), and the nopos diagnostic again on tc3g
+(dattn_nopos_tc3g_{fwdbwd,bwd}_ms). These op-level shapes are device-bound: what they show is
+the device time of the fold (D_i pass gone, dq prologue longer); the host time of the saved
+launch shows in the launch-bound training step (gpu_train_bench.py with DATTN_CUDA_BWD=tc3g).
 
 usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_bench.py
        [--json out.json] [--quick]
@@ -177,6 +184,8 @@ def main():
         d_bitwise = all(torch.equal(a, b) for a, b in zip(gd, g0))
         t_fbe, ge = pinned("tc3e", timed_grads)
         e_bitwise = all(torch.equal(a, b) for a, b in zip(ge, g0))
+        t_fbg, gg = pinned("tc3g", timed_grads)
+        g_bitwise = all(torch.equal(a, b) for a, b in zip(gg, g0))
         rel = max(rel_max(g2, g0))
         # the variants are tc3b plus one change each: compared with tc3b's gradients
         bitwise = all(torch.equal(a, b) for a, b in zip(g3, gb))
@@ -212,6 +221,8 @@ def main():
                 dfbe = pinned("tc3e", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({f"dattn_{name}_tc3e_fwdbwd_ms": dfbe, f"dattn_{name}_tc3e_bwd_ms": dfbe - df})
             if name == "nopos":
+                dfbg = pinned("tc3g", lambda f=dfwdbwd: timed(f, 5, 10.0))
+                diag.update({"dattn_nopos_tc3g_fwdbwd_ms": dfbg, "dattn_nopos_tc3g_bwd_ms": dfbg - df})
                 dfbc = pinned("tc3c", lambda f=dfwdbwd: timed(f, 5, 10.0))
                 diag.update({"dattn_nopos_tc3c_fwdbwd_ms": dfbc, "dattn_nopos_tc3c_bwd_ms": dfbc - df})
             if name == "band256":
@@ -260,6 +271,8 @@ def main():
                  dattn_fwdbwd_tc3e_ms=t_fbe, dattn_bwd_tc3e_ms=t_fbe - t_f, ratio_tc3e=t_fbe / t_fl,
                  tc3e_speedup=tb / (t_fbe - t_f), default_speedup_over_tc3e=(t_fbe - t_f) / (t_fb - t_f),
                  tc3e_bitwise=e_bitwise,
+                 dattn_fwdbwd_tc3g_ms=t_fbg, dattn_bwd_tc3g_ms=t_fbg - t_f, ratio_tc3g=t_fbg / t_fl,
+                 tc3g_speedup_over_default=(t_fb - t_f) / (t_fbg - t_f), tc3g_bitwise=g_bitwise,
                  **diag)
         rows.append(r)
         print(f"B={B:3d} L={L:5d}: dattn fwd {t_f:8.3f} ms, fwd+bwd {t_fb:9.3f} ms "
@@ -311,7 +324,11 @@ def main():
               f"{e_bitwise}; nopos bwd {diag['dattn_nopos_tc3e_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f}), "
               f"satmost bwd {diag['dattn_satmost_tc3e_bwd_ms']:.3f} (default {diag['dattn_satmost_bwd_ms']:.3f})",
               flush=True)
-        del g0, gb, g2, g3, gp, gk, g3s, gc, gd, ge
+        print(f"     tc3g (opt-in, D_i in the dq kernel, no D_i launch): fwd+bwd {t_fbg:9.3f} ms (bwd ~{t_fbg - t_f:8.3f}; "
+              f"speedup {(t_fb - t_f) / (t_fbg - t_f):5.3f}x over the default); bitwise equal to the default: "
+              f"{g_bitwise}; nopos bwd {diag['dattn_nopos_tc3g_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f})",
+              flush=True)
+        del g0, gb, g2, g3, gp, gk, g3s, gc, gd, ge, gg
         del q, k, v, pk, pq, dout, qt, kt, vt, dt
         torch.cuda.empty_cache()
     if old is not None:

@@ -165,6 +165,12 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3f --quick
   else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3f; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # tc3g (DATTN_CUDA_BWD=tc3g, bwd_tc3g_d64.cu, opt-in): the default tc3f whose dq kernel
+  # computes D_i itself (no D_i launch): the whole sweep on it against ref64, every backward
+  # again on tc3f and bitwise equal
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3g --quick" 120 build/tests/test_cuda_bwd --path tc3g --same-as tc3f --quick
+  else step "test_cuda_bwd --path tc3g" 300 build/tests/test_cuda_bwd --path tc3g --same-as tc3f; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
@@ -211,9 +217,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # with the run-sum scatter (tc3s: warp shuffles and a per-warp scratch in the scatter), and
   # tc3b, tc3c (tc3s + tc3k), tc3d (tc3c with the lean P / dS loop) and tc3e (tc3d with the dq
   # kernel's tile body per tile class; the default, tc3f, is tc3e whose dkdv kernel takes the
-  # per-class tile bodies too)
+  # per-class tile bodies too), and tc3g (tc3f whose dq kernel computes D_i: its prologue's
+  # shuffles and the D_i stores the dkdv kernel reads)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e; do
+    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e tc3g; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

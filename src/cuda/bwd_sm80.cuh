@@ -73,6 +73,10 @@
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
  * tile loop. Bitwise tc3d.
  *
+ * tc3g (bwd_tc3g_d64.cu, DATTN_CUDA_BWD=tc3g, opt-in): tc3f (V3 = 9) whose dq kernel computes
+ * D_i = dO_i . O_i of its rows in the row-block prologue (DATTN_BWD_DI_FUSED) and stores it for
+ * the dkdv kernel (tc3f's, launched after it): no separate D_i launch. Bitwise tc3f.
+ *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
  *
@@ -96,6 +100,12 @@ template <int I> struct dattn_int_c { static constexpr int value = I; };
 enum { BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
 #ifndef DATTN_BWD_TILE_CLASSES
 #define DATTN_BWD_TILE_CLASSES 0
+#endif
+/* tc3g (bwd_tc3g_d64.cu): tc3f whose dq kernel computes D_i of its rows itself (no separate
+ * D_i launch); a preprocessor switch like DATTN_BWD_TILE_CLASSES (V3 stays 9: everything
+ * else is tc3f's code) */
+#ifndef DATTN_BWD_DI_FUSED
+#define DATTN_BWD_DI_FUSED 0
 #endif
 
 template <int D, int BN, int V3 = 0>
@@ -579,10 +589,33 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         cp_async16(sZ + swz<D>(row, ch), zb + (int64_t)(ok ? x : 0) * z_sl + ch * 8, ok ? 16 : 0);
     }
     cp_async_commit();
+    const int wr0 = 16 * w;
+    /* tc3g (DATTN_BWD_DI_FUSED, dq kernel): D_i = dO_i . O_i of the block's rows computed here,
+     * not by the separate pass (bwd_simple.cu's bwd_di_rows_body): warp w takes rows wr0 + j,
+     * j < 16, lane l the elements l and l + 32, as that pass's warps take theirs (fmaf(dO[l],
+     * O[l], 0), then fmaf(dO[l + 32], O[l + 32], .), then the xor butterfly's additions), so D
+     * has the same bits. The O elements are loaded here, while X / Z land (zeros past len, the
+     * sums not stored), dO is read from Z below the row-side constants (the loads' latency
+     * hides behind them). Every row < len (masked ones too) is stored, as that pass does: the
+     * dkdv kernel, launched after this one, reads D of its column tiles from the workspace. */
+    constexpr int DIF = DATTN_BWD_DI_FUSED && !KV;
+    constexpr int DIR = G::BM / G::NW; /* rows per warp */
+    uint16_t dio[DIF ? DIR : 1][2];
+    if constexpr (DIF) {
+        static_assert(!DIF || D == 64, "fused D_i: two elements per lane");
+        const int nv = len - (m0 + wr0); /* rows of the warp below len (may be <= 0) */
+        const uint16_t *orow = (const uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)h * a.o_sh +
+                               (int64_t)(tok0 + (nv > 0 ? m0 + wr0 : 0)) * a.o_sl + lane;
+#pragma unroll
+        for (int j = 0; j < DIR; j++) {
+            dio[j][0] = j < nv ? orow[0] : (uint16_t)0;
+            dio[j][1] = j < nv ? orow[32] : (uint16_t)0;
+            orow += a.o_sl;
+        }
+    }
     cp_async_wait_all();
     __syncthreads();
 
-    const int wr0 = 16 * w;
     /* per-row facts (dq: lse, D, validity of the query rows) */
     float rl2[2] = {0.f, 0.f}, rdi[2] = {0.f, 0.f};
     int rok[2] = {0, 0};
@@ -593,7 +626,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         if (!KV) {
             if (rok[r]) {
                 rl2[r] = a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + x) * a.l_sl] * L2E;
-                rdi[r] = A.di[ws_row(A, b, h, tok0, x)];
+                if (!DIF) rdi[r] = A.di[ws_row(A, b, h, tok0, x)]; /* (tc3g: below) */
             } else {
                 rl2[r] = __int_as_float(0x7f800000); /* p = 0 */
             }
@@ -636,6 +669,44 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             scs[G::BM + wr0 + rr] = sn * a.sl2;
         }
         __syncwarp();
+    }
+
+    /* tc3g: the 16 row sums of the warp, folded: every butterfly stage pairs rows, each lane
+     * keeps one row of a pair (bit o of the lane: the odd one) and sends the other, so stage
+     * o = 16, 8, 4, 2 takes 8, 4, 2, 1 shuffles instead of 16 each; stage 1 is the plain xor
+     * step. A lane adds exactly the two values its butterfly lane would (its own partial and
+     * lane ^ o's, of the same row), so every row's sum has the butterfly's bits. Lane l ends
+     * with row 8 b1 + 4 b2 + 2 b3 + b4 (b_k: bit k of l), and lane l ^ 1 with the same. */
+    if constexpr (DIF) {
+        static_assert(!DIF || DIR == 16, "fused D_i: 16 rows per warp (four folded stages)");
+        float v[DIR];
+        const char *zr = smem + G::OFF_Z + (lane & 7) * 2;
+#pragma unroll
+        for (int j = 0; j < DIR; j++) {
+            const float z0 = h2f<BF>(*(const uint16_t *)(zr + swz<D>(wr0 + j, lane >> 3)));
+            const float z1 = h2f<BF>(*(const uint16_t *)(zr + swz<D>(wr0 + j, (lane + 32) >> 3)));
+            v[j] = fmaf(z1, h2f<BF>(dio[j][1]), fmaf(z0, h2f<BF>(dio[j][0]), 0.f));
+        }
+        auto fold = [&](const int o, const int k) { /* v[k] = the kept row of v[2k], v[2k + 1] */
+            const bool hi = (lane & o) != 0;
+            const float keep = hi ? v[2 * k + 1] : v[2 * k], send = hi ? v[2 * k] : v[2 * k + 1];
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+        };
+#pragma unroll
+        for (int k = 0; k < 8; k++) fold(16, k);
+#pragma unroll
+        for (int k = 0; k < 4; k++) fold(8, k);
+#pragma unroll
+        for (int k = 0; k < 2; k++) fold(4, k);
+        fold(2, 0);
+        v[0] += __shfl_xor_sync(0xffffffffu, v[0], 1);
+        const int myrow = ((lane >> 1) & 1) * 8 + ((lane >> 2) & 1) * 4 + ((lane >> 3) & 1) * 2 + ((lane >> 4) & 1);
+        if (!(lane & 1) && m0 + wr0 + myrow < len) A.di[ws_row(A, b, h, tok0, m0 + wr0 + myrow)] = v[0];
+        /* the lane holding row g (g < 8: bit 3 of the row is 0) and row g + 8 (lane + 2) */
+        const int src = ((g & 1) << 4) | ((g & 2) << 2) | (g & 4);
+        const float d0 = __shfl_sync(0xffffffffu, v[0], src), d1 = __shfl_sync(0xffffffffu, v[0], src + 2);
+        rdi[0] = rok[0] ? d0 : 0.f; /* (the D_i tc3f reads for its valid rows, 0 elsewhere) */
+        rdi[1] = rok[1] ? d1 : 0.f;
     }
 
     float dx[G::DB][4], dv[KV ? G::DB : 1][4];

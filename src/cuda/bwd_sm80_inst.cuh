@@ -11,6 +11,10 @@
  * DATTN_BWD_V3 = 8 (tc3e, bwd_tc3e_d64.cu, with DATTN_BWD_TILE_CLASSES): tc3d whose dq kernel
  * compiles the tile body per tile class (band / the others); PFX tc3e; dq kernels only (the
  * dkdv kernel is tc3d's).
+ * DATTN_BWD_V3 = 9 (tc3f, bwd_tc3f_d64.cu, with DATTN_BWD_TILE_CLASSES): tc3e whose dkdv kernel
+ * compiles the tile body per tile class too; PFX tc3f.
+ * DATTN_BWD_V3 = 9 with DATTN_BWD_DI_FUSED (tc3g, bwd_tc3g_d64.cu): tc3f whose dq kernel computes
+ * D_i of its rows (no D_i pass); PFX tc3g; dq kernels only (the dkdv kernel is tc3f's).
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
@@ -21,7 +25,12 @@
 #endif
 /* every round-3 variant: two CTAs (8 warps) per SM */
 #define DATTN_BWD_MINB (DATTN_BWD_V3 ? 2 : 1)
-#if DATTN_BWD_V3 == 9
+#ifndef DATTN_BWD_DI_FUSED
+#define DATTN_BWD_DI_FUSED 0
+#endif
+#if DATTN_BWD_V3 == 9 && DATTN_BWD_DI_FUSED
+#define DATTN_BWD_PFX tc3g
+#elif DATTN_BWD_V3 == 9
 #define DATTN_BWD_PFX tc3f
 #elif DATTN_BWD_V3 == 8
 #define DATTN_BWD_PFX tc3e
@@ -64,13 +73,13 @@
 #endif
 
 /* (tc3e, DATTN_BWD_TILE_CLASSES: the dq kernels only; its dkdv kernel is tc3d's, launched by
- * bwd_sm80.cu) */
+ * bwd_sm80.cu; tc3g: the same, its dkdv kernel is tc3f's) */
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES || DATTN_BWD_V3 == 9
+#if !DATTN_BWD_TILE_CLASSES || (DATTN_BWD_V3 == 9 && !DATTN_BWD_DI_FUSED)
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES || DATTN_BWD_V3 == 9
+#if !DATTN_BWD_TILE_CLASSES || (DATTN_BWD_V3 == 9 && !DATTN_BWD_DI_FUSED)
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 
@@ -91,8 +100,8 @@ extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD
     const dattn_bwd_args *A, int bf, int which, cudaStream_t stream)
 {
     typedef void (*kfn)(dattn_bwd_args);
-#if DATTN_BWD_TILE_CLASSES && DATTN_BWD_V3 == 8
-    if (which) return cudaErrorInvalidValue; /* (tc3e: no dkdv kernel of its own) */
+#if DATTN_BWD_TILE_CLASSES && (DATTN_BWD_V3 == 8 || DATTN_BWD_DI_FUSED)
+    if (which) return cudaErrorInvalidValue; /* (tc3e, tc3g: no dkdv kernel of their own) */
     const kfn k = bf ? DATTN_BWD_K(bf16, 0) : DATTN_BWD_K(f16, 0);
 #else
     const kfn k = bf ? (which ? DATTN_BWD_K(bf16, 1) : DATTN_BWD_K(bf16, 0))

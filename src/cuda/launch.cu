@@ -94,7 +94,11 @@
  *           the others (bwd_tc3e_d64.cu: its dq kernel, tc3d's dkdv kernel; the previous
  *           default, bitwise the same results as tc3f; the same workspace and routing);
  *   tc3f    the default (tc3e whose dkdv kernel compiles the tile body per tile class too;
- *           bwd_tc3f_d64.cu), accepted by name. */
+ *           bwd_tc3f_d64.cu), accepted by name;
+ *   tc3g    tc3f without the separate D_i launch: its dq kernel computes D_i = dO_i . O_i of
+ *           its rows in its prologue and stores it for the dkdv kernel (bwd_tc3g_d64.cu: its
+ *           dq kernel, tc3f's dkdv kernel; opt-in, bitwise the same results as tc3f; the
+ *           same workspace and routing; one launch fewer per call). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -881,8 +885,8 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
      * default before tc3e), =tc3e tc3d + per-class dq tile bodies (the previous default), =tc3f the
-     * default by name (same workspace) */
-    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f"}; /* v3 1..9 */
+     * default by name (same workspace), =tc3g tc3f with D_i computed by its dq kernel (no D_i launch) */
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f", "tc3g"}; /* v3 1..10 */
     int v3 = 9;
     for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
