@@ -4,7 +4,8 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
-Each shape is timed several times in one run: the default backward (at D = 64 tc3f: the
+Each shape is timed several times in one run: the default backward (at D = 64 tc3g = tc3f
+with D_i computed in the dq kernel; tc3f: the
 round-3 tensor-core kernels with the lean tile loop, the run-sum scatter, the four-warp
 saturated constants, the lean P / dS loop and both kernels' tile body per tile class;
 sliding C window, two CTAs per SM; dattn_* keys; until gpu-2026-11-30-bwdvar the default was
@@ -74,7 +75,8 @@ tc3e_bitwise: its five gradients equal the default's bit for bit (they must), an
 satmost diagnostics again on tc3e (dattn_{nopos,satmost}_tc3e_{fwdbwd,bwd}_ms). (In
 gpu-2026-11-30-tc3f, where tc3e was the default, the same block timed the opt-in tc3f with
 *_tc3f keys, tc3f_speedup_over_default = tc3e / tc3f.)
-tc3g (DATTN_CUDA_BWD=tc3g, opt-in): the default tc3f whose dq kernel computes D_i of its rows
+tc3g (DATTN_CUDA_BWD=tc3g, the default since gpu-2026-11-30-tc3g; run this bench with
+DATTN_CUDA_BWD=tc3f in the environment for the A/B: its "default" is then tc3f): tc3f whose dq kernel computes D_i of its rows
 in its prologue (no separate D_i launch: one launch fewer per call); *_tc3g keys,
 tc3g_speedup_over_default = default bwd / tc3g bwd (> 1: tc3g faster), tc3g_bitwise: its five
 gradients equal the default's bit for bit (they must), and the nopos diagnostic again on tc3g

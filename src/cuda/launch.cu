@@ -93,12 +93,12 @@
  *   tc3e    tc3d with the dq kernel's tile body compiled once for band tiles and once for
  *           the others (bwd_tc3e_d64.cu: its dq kernel, tc3d's dkdv kernel; the previous
  *           default, bitwise the same results as tc3f; the same workspace and routing);
- *   tc3f    the default (tc3e whose dkdv kernel compiles the tile body per tile class too;
- *           bwd_tc3f_d64.cu), accepted by name;
- *   tc3g    tc3f without the separate D_i launch: its dq kernel computes D_i = dO_i . O_i of
- *           its rows in its prologue and stores it for the dkdv kernel (bwd_tc3g_d64.cu: its
- *           dq kernel, tc3f's dkdv kernel; opt-in, bitwise the same results as tc3f; the
- *           same workspace and routing; one launch fewer per call). */
+ *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
+ *           the previous default, with the separate D_i pass);
+ *   tc3g    the default: tc3f without the separate D_i launch: its dq kernel computes
+ *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
+ *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
+ *           tc3f; the same workspace and routing; one launch fewer per call), accepted by name. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -881,13 +881,14 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
     const char *force = getenv("DATTN_CUDA_BWD");
     int tc = bwd_tc_call(c) && !(force && !strcmp(force, "simple"));
-    /* the round-3 kernels: tc3f (tc3d + per-class tile bodies in both kernels) unless DATTN_CUDA_BWD=tc3 pins the first loop,
+    /* the round-3 kernels: tc3g (tc3f whose dq kernel computes D_i: no separate D_i launch, the same
+     * bits) unless DATTN_CUDA_BWD=tc3 pins the first loop,
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
-     * default before tc3e), =tc3e tc3d + per-class dq tile bodies (the previous default), =tc3f the
-     * default by name (same workspace), =tc3g tc3f with D_i computed by its dq kernel (no D_i launch) */
+     * default before tc3e), =tc3e tc3d + per-class dq tile bodies, =tc3f tc3e + per-class dkdv tile
+     * bodies (the previous default, with the separate D_i pass), =tc3g the default by name */
     static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f", "tc3g"}; /* v3 1..10 */
-    int v3 = 9;
+    int v3 = 10;
     for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;
     const dattn_fwd_args &a = A.f;
