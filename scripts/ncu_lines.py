@@ -12,6 +12,8 @@ targets resolved), and aggregates the counters per source line:
   inner   the innermost source line (e.g. a line of ptx.cuh or common.cuh);
   body    the frame inlined directly into the kernel's entry function (for the dattn kernels:
           the statement of fwd_sm80_body, or the call of the helper it inlines);
+  body2   one frame further in (the backward: the lines of bwd_sm80_unit, which the kernel's
+          bwd_sm80_body inlines); body3 two frames further (the tile lambda's lines);
   func    the source function of the innermost frame (found by scanning the source file for
           the enclosing definition; a heuristic, good enough for this code base).
 
@@ -293,6 +295,12 @@ def aggregate(kern, sass, mode, root):
         elif mode == "body":
             # frame just inside the entry function's own line (the outermost frame)
             key = st[-2] if len(st) >= 2 else st[-1]
+        elif mode == "body2":
+            # one frame further in (e.g. the lines of bwd_sm80_unit, which bwd_sm80_body inlines)
+            key = st[-3] if len(st) >= 3 else (st[-2] if len(st) >= 2 else st[-1])
+        elif mode == "body3":
+            # two frames further in (the backward: the lines of the tile body lambda)
+            key = st[-4] if len(st) >= 4 else (st[-3] if len(st) >= 3 else st[-1])
         else:
             key = (os.path.basename(st[0][0]), func_of(st[0][0], st[0][1]))
         a = agg.setdefault(key, {"samp": 0.0, "ni": 0.0, "exec": 0.0, "n": 0,
@@ -356,7 +364,7 @@ def main():
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--index", type=int, nargs="*", help="which kernels of the CSV (default: all)")
     ap.add_argument("--top", type=int, default=40)
-    ap.add_argument("--by", nargs="*", default=["body", "inner"], choices=["body", "inner", "func"])
+    ap.add_argument("--by", nargs="*", default=["body", "inner"], choices=["body", "body2", "body3", "inner", "func"])
     ap.add_argument("--unit", type=float, nargs="*",
                     help="divisor of the executed counts per kernel index (e.g. warp-tiles)")
     ap.add_argument("--nvdisasm")

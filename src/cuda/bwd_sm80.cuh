@@ -436,6 +436,38 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
     float *part = (KV ? A.ppq : A.ppk) + ((int64_t)h * gridDim.x + blockIdx.x) * (int64_t)S2 * D;
     const volatile int *sur = (const volatile int *)(smem + G::OFF_UR);
     const int ulo = sur[0], uhi = sur[1];
+    /* the partial's cells of block s0 that this lane owns: rows s0 + g, s0 + g + 8 (real slots
+     * reflected in the dkdv kernel), columns 8 (DBW w + j) + 2 c, j < DBW */
+    constexpr int DBW = G::DB / G::NW;
+    static_assert(G::DB % G::NW == 0 && DBW % 2 == 0, "flush partial: n8 pairs per warp");
+    auto cells = [&](int s0, float2 *&p0, float2 *&p1) {
+        const int f0 = s0 + g, f1 = s0 + g + 8;
+        const int tr0 = KV ? S2 - 1 - f0 : f0, tr1 = KV ? S2 - 1 - f1 : f1;
+        p0 = (float2 *)(part + (int64_t)tr0 * D + 8 * DBW * w + 2 * c);
+        p1 = (float2 *)(part + (int64_t)tr1 * D + 8 * DBW * w + 2 * c);
+    };
+    auto fresh_of = [&](int s0) {
+        const int r0 = KV ? S2 - 16 - s0 : s0; /* real start of the block */
+        return r0 < ulo || r0 >= uhi;
+    };
+    /* The old values of the first chunk's first two blocks (an in-loop flush has one or two)
+     * are loaded here, before the barrier and the dX products, so that their L2 round trip
+     * runs under those (loaded after the products, it was ~9% of the kernels' samples at B32
+     * L512: NOTES "Flush balanced") */
+    float2 pre[2][2][DBW];
+    {
+        const int c0 = max(bhi - 64, blo);
+#pragma unroll
+        for (int bb = 0; bb < 2; bb++) {
+            const int s0 = c0 + 16 * bb;
+            if (s0 < bhi && !fresh_of(s0)) {
+                float2 *p0, *p1;
+                cells(s0, p0, p1);
+#pragma unroll
+                for (int j = 0; j < DBW; j++) pre[bb][0][j] = p0[4 * j], pre[bb][1][j] = p1[4 * j];
+            }
+        }
+    }
 #pragma unroll 1
     for (int t1 = bhi; t1 > blo; t1 -= 64) {
         const int t0 = max(t1 - 64, blo);
@@ -464,14 +496,29 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
                 mma16816_acc<BF>(dx[dq2 + 1], ca, r[2], r[3]);
             }
         }
-        /* partial (+)= C^T X (block k of the chunk: warp k % NW) */
+        /* partial (+)= C^T X: every warp takes its DBW n8 columns (a quarter of D) of every
+         * block of the chunk, so that the four warps share the work whatever the number of
+         * blocks (one warp per block left three of four waiting at the barrier below when a
+         * band tile flushed its usual one or two blocks: NOTES "Flush balanced"). A cell
+         * (slot, d) is always this lane's of warp d / (8 DBW), and its value is the same
+         * HMMA chain over kk as before (bitwise). */
 #pragma unroll 1
-        for (int s0 = t0 + 16 * w; s0 < t1; s0 += 16 * G::NW) {
-            const int r0 = KV ? S2 - 16 - s0 : s0; /* real start of the block */
-            const int fresh = r0 < ulo || r0 >= uhi;
-            float acc[G::DB][4];
+        for (int s0 = t0; s0 < t1; s0 += 16) {
+            const int fresh = fresh_of(s0);
+            float2 *p0, *p1;
+            cells(s0, p0, p1);
+            float2 o0[DBW], o1[DBW];
+            if (!fresh) {
+                const int bb = t1 == bhi ? (s0 - t0) >> 4 : 2; /* prefetched above: 0, 1 */
 #pragma unroll
-            for (int db = 0; db < G::DB; db++) acc[db][0] = acc[db][1] = acc[db][2] = acc[db][3] = 0.f;
+                for (int j = 0; j < DBW; j++) {
+                    if (bb < 2) o0[j] = bb ? pre[1][0][j] : pre[0][0][j], o1[j] = bb ? pre[1][1][j] : pre[0][1][j];
+                    else o0[j] = p0[4 * j], o1[j] = p1[4 * j];
+                }
+            }
+            float acc[DBW][4];
+#pragma unroll
+            for (int j = 0; j < DBW; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
             if (s0 >= sclo && s0 <= stop) {
 #pragma unroll
                 for (int kk = 0; kk < G::BM / 16; kk++) {
@@ -479,28 +526,24 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
                     const int mi = lane >> 3;
                     ldsm_x4_trans(ca, sCa + (uint32_t)(((16 * kk + (lane & 7) + ((mi >> 1) & 1) * 8) * CPT + s0 % G::CW + (mi & 1) * 8) * 2));
 #pragma unroll
-                    for (int dq2 = 0; dq2 < G::DB; dq2 += 2) {
+                    for (int j = 0; j < DBW; j += 2) {
                         uint32_t r[4];
-                        ldsm_x4_trans(r, sX + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, dq2 + (lane >> 4)));
-                        mma16816_acc<BF>(acc[dq2], ca, r[0], r[1]);
-                        mma16816_acc<BF>(acc[dq2 + 1], ca, r[2], r[3]);
+                        ldsm_x4_trans(r, sX + swz<D>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, DBW * w + j + (lane >> 4)));
+                        mma16816_acc<BF>(acc[j], ca, r[0], r[1]);
+                        mma16816_acc<BF>(acc[j + 1], ca, r[2], r[3]);
                     }
                 }
             }
-            const int f0 = s0 + g, f1 = s0 + g + 8;
-            const int tr0 = KV ? S2 - 1 - f0 : f0, tr1 = KV ? S2 - 1 - f1 : f1;
 #pragma unroll
-            for (int db = 0; db < G::DB; db++) {
-                float2 *p0 = (float2 *)(part + (int64_t)tr0 * D + 8 * db + 2 * c);
-                float2 *p1 = (float2 *)(part + (int64_t)tr1 * D + 8 * db + 2 * c);
-                float2 v0 = make_float2(acc[db][0] * isc, acc[db][1] * isc);
-                float2 v1 = make_float2(acc[db][2] * isc, acc[db][3] * isc);
+            for (int j = 0; j < DBW; j++) {
+                float2 v0 = make_float2(acc[j][0] * isc, acc[j][1] * isc);
+                float2 v1 = make_float2(acc[j][2] * isc, acc[j][3] * isc);
                 if (!fresh) {
-                    v0.x += p0->x, v0.y += p0->y;
-                    v1.x += p1->x, v1.y += p1->y;
+                    v0.x += o0[j].x, v0.y += o0[j].y;
+                    v1.x += o1[j].x, v1.y += o1[j].y;
                 }
-                *p0 = v0;
-                *p1 = v1;
+                p0[4 * j] = v0;
+                p1[4 * j] = v1;
             }
         }
         __syncthreads(); /* every warp has read the chunk's C columns */
@@ -559,8 +602,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     const uint8_t *mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
     const float L2E = 1.4426950408889634f;
 
+    /* the log-zone slot table; tc3 (V3): copied once per CTA by bwd_sm80_body (the same for
+     * every row block; per row block the copy from the parameter bank cost ~1% at B32 L512);
+     * the round-2 kernels copy it here (moved, the D = 128 dkdv kernel spills 4 bytes) */
     uint16_t *stab = (uint16_t *)(smem + G::OFF_TAB);
-    if (use_pos)
+    if (!V3 && use_pos)
         for (int i = tid; i < 2 * a.nlog; i += G::NTHR) stab[i] = a.tab[i];
     uint16_t *sC = (uint16_t *)(smem + G::OFF_C);
     if (rowpos)
@@ -1317,8 +1363,23 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
                 if constexpr (RS) {
                     if (serial) bwd_scatter_runs<BN, BF>(s, scw, sSl, (const int *)(smem + G::OFF_SR), sC, CPT, wr0, lane);
                 }
+                /* tc3 (V3): a tile strictly inside the linear zone (|r| < lin: slot(r) = r + S,
+                 * one slot per column of a row, and no slot that any other tile of the row
+                 * block reaches: the log zone's slots lie beyond, the saturated slot too; at
+                 * |r| = lin it can be the saturated slot, when position_buckets <= 0) meets
+                 * zeroed C cells, each once: it stores ds + 0 (the value 0 + ds of the
+                 * read-modify-write, -0 included) without reading C (NOTES "Flush balanced") */
+                if (V3 && rlo > -a.lin && rhi < a.lin) {
+#pragma unroll
+                    for (int nb = 0; nb < G::NB; nb++)
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int xl = wr0 + g + 8 * (e >> 1), yl = 8 * nb + 2 * c + (e & 1);
+                            sC[xl * CPT + sSl[xl - yl + BN - 1]] = f2h<BF>(0.f + s[nb][e]);
+                        }
+                }
 #pragma unroll 1
-                for (int cc = 0; cc < (RS && serial ? 0 : 4); cc++) {
+                for (int cc = 0; cc < (RS && serial ? 0 : (V3 && rlo > -a.lin && rhi < a.lin) ? 0 : 4); cc++) {
                     if (!serial || c == cc) {
 #pragma unroll
                         for (int nb = 0; nb < G::NB; nb++)
@@ -1549,6 +1610,8 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
      * (with both kernels' tile bodies per class, ptxas spilled exactly these two values of
      * the dkdv kernel, held across a row block) */
     constexpr int UR = V3 == 9;
+    if (V3 && (a.c2p | a.p2c)) /* tc3: the slot table of every row block (bwd_sm80_unit's stab) */
+        for (int i = threadIdx.x; i < 2 * a.nlog; i += G::NTHR) ((uint16_t *)(smem + G::OFF_TAB))[i] = a.tab[i];
 #pragma unroll 1
     for (;;) {
         __syncthreads(); /* the previous row block is done with shared memory and its partial */
