@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 H, D, S = 12, 64, 256
 SHAPES = [(32, 512), (8, 2048), (2, 8192)]
@@ -41,29 +40,16 @@ CASES = [
 ]
 
 
-def timed(fn, reps=30, budget_s=4.0):
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    t_end = time.time() + budget_s
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-        if time.time() > t_end:
-            break
-    ts.sort()
-    return ts[len(ts) // 2]
-
-
 def run(args):
     import torch
     sys.path.insert(0, "python")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from dattn import ops
+    from gpu_bwd_bench import timed as timed_reps
+
+    def timed(fn):
+        return timed_reps(fn, 30, 4.0)
+
     dev = "cuda"
     times = {}
     for B, L in SHAPES:
