@@ -164,10 +164,7 @@ struct bwd_geom {
     /* tc3f (V3 == 9): the dkdv kernel's saturated-tile row sums of ds, [NTHR] float4 per
      * thread (rs_hi[0..1], rs_lo[0..1]), out of the registers of the tile loop */
     static constexpr int OFF_RA = OFF_SR + (V3 == 4 || V3 >= 6 ? DATTN_ALIGN128(NT * 4) : 0);
-    /* tc3f / tc3g (V3 == 9): the old partial values of the next in-loop flush's first block,
-     * staged by bwd_v3_stage ([NTHR][4] float2, each thread its own cells) */
-    static constexpr int OFF_FS = OFF_RA + (V3 >= 9 ? DATTN_ALIGN128(NTHR * 16) : 0);
-    static constexpr int OFF_C = OFF_FS + (V3 >= 9 ? NTHR * 32 : 0);
+    static constexpr int OFF_C = OFF_RA + (V3 >= 9 ? DATTN_ALIGN128(NTHR * 16) : 0);
     static constexpr int SMEM_FIXED = OFF_C;
     static_assert(D == 64 || D == 128, "head dim");
     static_assert(BN == 32 || BN == 64, "column tile");
@@ -424,36 +421,6 @@ DATTN_DEV void bwd_scatter_runs(const float (&s)[BN / 8][4], float *sd, const in
  * scattered: they are zero (their C columns may belong to live slots, so they are not
  * read): no dX, zeros to the partial. fromring: the TR rows are in the ring (in-loop
  * flush: the blocks lie in the ring's valid rows); else each 64-slot chunk is staged. */
-/* tc3f / tc3g (V3 == 9): copy (cp.async, committed as a group) this thread's old partial
- * values of block c0, the first block the in-loop flush of the current tile will write
- * (bwd_v3_flush's c0 = max(bhi - 64, blo)), into OFF_FS, unless the block is fresh (then the
- * flush reads nothing either). The flush waits for them and reads them at its entry instead
- * of loading them from global memory there: the L2 round trip runs under the tile. */
-template <int D, int BN, int KV, int V3>
-DATTN_DEV void bwd_v3_stage(const dattn_bwd_args &A, int h, int c0)
-{
-    typedef bwd_geom<D, BN, V3> G;
-    extern __shared__ __align__(128) char smem[];
-    constexpr int DBW = G::DB / G::NW;
-    static_assert(DBW == 2, "bwd_v3_stage: two n8 blocks per warp");
-    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-    const int S2 = 2 * A.f.S;
-    const volatile int *sur = (const volatile int *)(smem + G::OFF_UR);
-    const int r0 = KV ? S2 - 16 - c0 : c0;
-    if (r0 < sur[0] || r0 >= sur[1]) return; /* fresh: bwd_v3_flush's fresh_of */
-    const float *part = (KV ? A.ppq : A.ppk) + ((int64_t)h * gridDim.x + blockIdx.x) * (int64_t)S2 * D;
-    const int f0 = c0 + g, f1 = c0 + g + 8;
-    const int tr0 = KV ? S2 - 1 - f0 : f0, tr1 = KV ? S2 - 1 - f1 : f1;
-    const float *p0 = part + (int64_t)tr0 * D + 8 * DBW * w + 2 * c, *p1 = part + (int64_t)tr1 * D + 8 * DBW * w + 2 * c;
-    const uint32_t st = smem_u32(smem + G::OFF_FS) + 32 * tid;
-#pragma unroll
-    for (int j = 0; j < DBW; j++) {
-        cp_async8(st + 8 * j, p0 + 8 * j);
-        cp_async8(st + 8 * (DBW + j), p1 + 8 * j);
-    }
-    cp_async_commit();
-}
-
 template <int D, int BN, int BF, int KV, int V3 = 1>
 DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4], int blo, int bhi,
                             int fromring, int sclo, int stop, const uint16_t *trh, int64_t tr_ss)
@@ -494,19 +461,10 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
         for (int bb = 0; bb < 2; bb++) {
             const int s0 = c0 + 16 * bb;
             if (s0 < bhi && !fresh_of(s0)) {
-                if (V3 == 9 && fromring && bb == 0) {
-                    /* staged during the tile by bwd_v3_stage (this thread's own cp.async) */
-                    static_assert(V3 != 9 || DBW == 2, "bwd_v3_stage's layout");
-                    cp_async_wait_all();
-                    const float2 *st = (const float2 *)(smem + G::OFF_FS) + 4 * tid;
+                float2 *p0, *p1;
+                cells(s0, p0, p1);
 #pragma unroll
-                    for (int j = 0; j < DBW; j++) pre[0][0][j] = st[j], pre[0][1][j] = st[DBW + j];
-                } else {
-                    float2 *p0, *p1;
-                    cells(s0, p0, p1);
-#pragma unroll
-                    for (int j = 0; j < DBW; j++) pre[bb][0][j] = p0[4 * j], pre[bb][1][j] = p1[4 * j];
-                }
+                for (int j = 0; j < DBW; j++) pre[bb][0][j] = p0[4 * j], pre[bb][1][j] = p1[4 * j];
             }
         }
     }
@@ -1029,17 +987,6 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
             /* (tc3k: the lanes that read this tile's raw facts above overwrite them) */
             if constexpr (CFP) cfetch(n0 + BN);
             cp_async_commit();
-        }
-        /* tc3f / tc3g: stage the old partial values of this tile's in-loop flush (the same
-         * predicate as the flush call at the end of the tile; ftop changes only there) */
-        if constexpr (V3 == 9) {
-            if (rowpos && cls == DATTN_CLS_BAND) {
-                const int rln = rlo - BN;
-                if (n + 1 < n_end && rln < a.R && m0 - n0 - BN + G::BM - 1 > -a.R) {
-                    const int nf = (bwd_fslot<KV>(a, stab, rln + G::NWIN - 1) | 15) + 1;
-                    if (nf < ftop) bwd_v3_stage<D, BN, KV, V3>(A, h, max(ftop - 64, nf));
-                }
-            }
         }
 
         /* dP = Z W^T (independent of S: the tc3b dq kernel computes it on saturated and plain

@@ -121,11 +121,6 @@ DATTN_DEV void cp_async4(uint32_t saddr, const void *gptr, int src_bytes)
                  "r"(src_bytes));
 }
 
-DATTN_DEV void cp_async8(uint32_t saddr, const void *gptr)
-{
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(saddr), "l"(gptr));
-}
-
 DATTN_DEV void cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
 
 DATTN_DEV void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;\n" ::: "memory"); }

@@ -165,8 +165,6 @@ DATTN_DEV void cp_async4(uint32_t saddr, const void *gptr, int src_bytes)
     memset(dst + src_bytes, 0, (size_t)(4 - src_bytes));
 }
 
-DATTN_DEV void cp_async8(uint32_t saddr, const void *gptr) { memcpy(emu_smem_base() + saddr, gptr, 8); }
-
 DATTN_DEV void cp_async_commit(void) {}
 DATTN_DEV void cp_async_wait_all(void) {}
 DATTN_DEV void cp_async_wait_1(void) {}
