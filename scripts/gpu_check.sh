@@ -107,6 +107,12 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_wgmma ]; then
   step test_wgmma 60 build/tests/test_wgmma
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
+# 2c. the TMA layer alone (tensor maps, bulk tensor loads on an mbarrier, 128-byte swizzle,
+#     out-of-bounds zeros; tests/test_tma.cu): what the TMA loaders will stand on
+if [ $TRAIN -eq 0 ] && [ -x build/tests/test_tma ]; then
+  step test_tma 60 build/tests/test_tma
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+fi
 
 # 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
 for t in build/tests/test_cuda_*; do
