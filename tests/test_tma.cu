@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tcuda.h"
+#include "tsm90.h"
 
 static int n_pass, n_fail;
 
@@ -152,17 +152,7 @@ static void refusals(void)
 
 int main(void)
 {
-    int ndev = 0, major = 0, minor = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
-    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-    CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-    if (major != 9 || minor != 0) {
-        printf("compute capability %d.%d: TMA (sm_90a) needs 9.0: skipped\n", major, minor);
-        return 77;
-    }
+    if (tsm90_need("TMA")) return 77;
     const unsigned seed = 20261201u;
     srand(seed);
     printf("test_tma: seed %u\n", seed);

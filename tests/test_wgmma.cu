@@ -34,7 +34,7 @@
 
 enum { MODE_SS = 0, MODE_RS = 1, MODE_PV = 2 };
 
-#include "tcuda.h"
+#include "tsm90.h"
 
 /* Copies a [rows][cols] 16-bit matrix (row-major in global memory) into a swizzled tile. */
 DATTN_DEV void load_tile(uint32_t tile, const uint16_t *src, int rows, int cols)
@@ -260,17 +260,7 @@ static void run_mode(void)
 
 int main(void)
 {
-    int ndev = 0, major = 0, minor = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("no CUDA device: skipped\n");
-        return 77;
-    }
-    CK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-    CK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-    if (major != 9 || minor != 0) {
-        printf("compute capability %d.%d: wgmma (sm_90a) needs 9.0: skipped\n", major, minor);
-        return 77;
-    }
+    if (tsm90_need("wgmma")) return 77;
     run_mode<MODE_SS>();
     run_mode<MODE_RS>();
     run_mode<MODE_PV>();
