@@ -78,45 +78,34 @@ static inline cudaError_t dattn_tma_rows_map(CUtensorMap *map, int *rows_first, 
  * their instructions only for compute capability 9.0 and newer, a trap elsewhere (the callers
  * dispatch at run time) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define DATTN_TMA_ARCH 1
+#define DATTN_TMA_ONLY(...) __VA_ARGS__
+#elif defined(__CUDA_ARCH__)
+#define DATTN_TMA_ONLY(...) __trap()
 #else
-#define DATTN_TMA_ARCH 0
+#define DATTN_TMA_ONLY(...)
 #endif
 
 DATTN_DEV void mbar_init(uint32_t bar, uint32_t count)
 {
-#if DATTN_TMA_ARCH
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
+    DATTN_TMA_ONLY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory"));
 }
 
 /* makes initialised mbarriers visible to the async proxy (the bulk copies) */
 DATTN_DEV void mbar_init_fence(void)
 {
-#if DATTN_TMA_ARCH
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
+    DATTN_TMA_ONLY(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
 }
 
 /* one arrival that also announces `bytes` of transactions (the bulk copies' sizes) */
 DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
 {
-#if DATTN_TMA_ARCH
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
+    DATTN_TMA_ONLY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
 }
 
 /* waits until the phase with parity `parity` of the barrier has completed */
 DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
 {
-#if DATTN_TMA_ARCH
-    asm volatile(
+    DATTN_TMA_ONLY(asm volatile(
         "{\n"
         ".reg .pred done;\n"
         "mbar_wait_retry:\n"
@@ -124,10 +113,7 @@ DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
         "@!done bra mbar_wait_retry;\n"
         "}\n" ::"r"(bar),
         "r"(parity)
-        : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
+        : "memory"));
 }
 
 /* box at coordinates (c0 = column, c1 = head, c2 = row, c3 = outer) of the map into the
@@ -135,15 +121,11 @@ DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
  * included) on the mbarrier bar */
 DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
 {
-#if DATTN_TMA_ARCH
-    asm volatile(
+    DATTN_TMA_ONLY(asm volatile(
         "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
         "[%6];\n" ::"r"(dst),
         "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-        : "memory");
-#elif defined(__CUDA_ARCH__)
-    __trap();
-#endif
+        : "memory"));
 }
 
 /* the box of rows row .. row + box_rows - 1 of head `head`, outer index `outer`
