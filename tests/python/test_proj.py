@@ -240,14 +240,20 @@ def test_lean_equals_former_path_with_dropout(device, dtype, seed):
     assert_grads_close(ga, gb, tol)
 
 
-def test_gradients_accumulate_over_two_backwards(seed):
-    """Parameter gradients are views of one buffer: a second backward adds into them."""
+def _patched_v3_layer(seed):
+    """A one-layer v3-shaped encoder in training mode, patched by dattn (seeded weights)."""
     from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
 
     torch.manual_seed(seed)
     cfg = testing.config("v3", layers=1)
     enc = DebertaV2Encoder(cfg).train()
     hf.patch(enc)
+    return cfg, enc
+
+
+def test_gradients_accumulate_over_two_backwards(seed):
+    """Parameter gradients are views of one buffer: a second backward adds into them."""
+    cfg, enc = _patched_v3_layer(seed)
     x = torch.randn(2, 9, cfg.hidden_size)
     mask = torch.ones(2, 9, dtype=torch.long)
     enc(x, mask).last_hidden_state.pow(3).sum().backward()
@@ -260,12 +266,7 @@ def test_gradients_accumulate_over_two_backwards(seed):
 def test_hooks_and_wrappers_turn_the_lean_path_off(seed, monkeypatch):
     """A forward hook on a projection (or a projection that is not a plain nn.Linear)
     must see its calls: the modules are then called one by one."""
-    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
-
-    torch.manual_seed(seed)
-    cfg = testing.config("v3", layers=1)
-    enc = DebertaV2Encoder(cfg).train()
-    hf.patch(enc)
+    cfg, enc = _patched_v3_layer(seed)
     x = torch.randn(1, 6, cfg.hidden_size)
     mask = torch.ones(1, 6, dtype=torch.long)
     seen = []
