@@ -285,6 +285,9 @@ STALLS = ["wait", "short_sb", "long_sb", "mio", "math", "barrier", "dispatch", "
           "not_selected", "selected", "lg", "tex", "membar", "drain", "imc", "misc", "no_inst", "sleep"]
 
 
+BODY_DEPTH = {"body": 2, "body2": 3, "body3": 4}
+
+
 def aggregate(kern, sass, mode, root):
     agg = collections.OrderedDict()
     for d, (off, t, st) in zip(kern["ins"], sass):
@@ -292,15 +295,10 @@ def aggregate(kern, sass, mode, root):
             key = ("?", 0)
         elif mode == "inner":
             key = st[0]
-        elif mode == "body":
-            # frame just inside the entry function's own line (the outermost frame)
-            key = st[-2] if len(st) >= 2 else st[-1]
-        elif mode == "body2":
-            # one frame further in (e.g. the lines of bwd_sm80_unit, which bwd_sm80_body inlines)
-            key = st[-3] if len(st) >= 3 else (st[-2] if len(st) >= 2 else st[-1])
-        elif mode == "body3":
-            # two frames further in (the backward: the lines of the tile body lambda)
-            key = st[-4] if len(st) >= 4 else (st[-3] if len(st) >= 3 else st[-1])
+        elif mode in BODY_DEPTH:
+            # body: the frame just inside the entry function's own line (the outermost frame);
+            # body2 / body3: one / two frames further in (the deepest there is, if fewer)
+            key = st[-min(BODY_DEPTH[mode], len(st))]
         else:
             key = (os.path.basename(st[0][0]), func_of(st[0][0], st[0][1]))
         a = agg.setdefault(key, {"samp": 0.0, "ni": 0.0, "exec": 0.0, "n": 0,
