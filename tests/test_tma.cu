@@ -6,8 +6,9 @@
  * One CTA loads a list of boxes (ROWS rows of one head, 64 columns) one after another through
  * one mbarrier, so its phase parity alternates (0, 1, 0, ...), into a 1024-byte-aligned shared
  * tile, and copies every tile's bytes out. The host checks each 16-byte chunk against the
- * source tensor at the place sm90.cuh's sw128_off gives (= swz<64> of the sm80 / backward
- * kernels), zeros for rows past the tensor's rows; the output is poisoned first. Layouts: a
+ * source tensor at the place the 128-byte swizzle gives (= sm90.cuh's sw128_off and swz<64> of
+ * the sm80 / backward kernels), zeros for rows past the tensor's rows; the output is poisoned
+ * first. Layouts: a
  * padded [B][L][H][64] tensor, the K slice of a fused [B][L][3][H][64] QKV tensor (row stride
  * 3 H 64), a head-major [B][H][L][64] tensor (the map's rows-first order), a packed [T][H][64]
  * tensor; boxes at the start, in the middle and across the end.
@@ -54,12 +55,23 @@ __global__ void __launch_bounds__(128) tma_kernel(const __grid_constant__ CUtens
     }
 }
 
+/* Where the 128-byte swizzle puts 16-byte chunk ch (< 8) of row r of a 64-column tile: row r
+ * at r * 128, the chunk at (ch ^ (r & 7)) * 16 (CU_TENSOR_MAP_SWIZZLE_128B on a 1024-byte-aligned
+ * tile). Written out here on the host side (sw128_off is a device function: a host call of it
+ * compiles to a stub that exits) and equal to sw128_off and swz<64> for ch < 8, which the
+ * kernels read with. */
+static uint32_t swizzled_chunk(int r, int ch)
+{
+    return (uint32_t)(r * 128 + ((ch ^ (r & 7)) << 4));
+}
+
 /* One layout: src holds outer x rows x heads x 64 elements at the given element strides (from
  * base element `off`); boxes at (head, row0, outer). */
 template <int ROWS>
 static void run(const char *name, int64_t outer, int64_t rows, int64_t heads, int64_t os, int64_t rs, int64_t hs,
                 int64_t off, const int *boxes, int nb)
 {
+    printf("     tma %s: %d boxes of %d rows\n", name, nb, ROWS);
     const int64_t span = off + (outer - 1) * os + (rows - 1) * rs + (heads - 1) * hs + 64;
     uint16_t *h = (uint16_t *)malloc((size_t)span * 2);
     for (int64_t i = 0; i < span; i++) h[i] = (uint16_t)(rand() & 0xFFFF);
@@ -94,7 +106,7 @@ static void run(const char *name, int64_t outer, int64_t rows, int64_t heads, in
         const int hh = boxes[4 * t], row0 = boxes[4 * t + 1], b = boxes[4 * t + 2];
         for (int r = 0; r < ROWS; r++)
             for (int ch = 0; ch < 8; ch++) {
-                const uint16_t *got = o + (size_t)t * ROWS * 64 + sw128_off(ROWS, r, ch) / 2;
+                const uint16_t *got = o + (size_t)t * ROWS * 64 + swizzled_chunk(r, ch) / 2;
                 const int64_t row = row0 + r;
                 for (int k = 0; k < 8; k++) {
                     const uint16_t want =
@@ -152,6 +164,7 @@ static void refusals(void)
 
 int main(void)
 {
+    setvbuf(stdout, NULL, _IONBF, 0); /* every line out before a failing call's exit */
     if (tsm90_need("TMA")) return 77;
     const unsigned seed = 20261201u;
     srand(seed);
