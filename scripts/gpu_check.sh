@@ -177,6 +177,12 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3g --quick" 120 build/tests/test_cuda_bwd --path tc3g --same-as tc3f --quick
   else step "test_cuda_bwd --path tc3g" 300 build/tests/test_cuda_bwd --path tc3g --same-as tc3f; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  # tc3t (DATTN_CUDA_BWD=tc3t, bwd_tc3t_d64.cu, opt-in): tc3g whose full column tiles come by
+  # TMA (two bulk tensor copies per tile, mbarriers): the whole sweep on it against ref64,
+  # every backward again on tc3g and bitwise equal
+  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3t --quick" 120 build/tests/test_cuda_bwd --path tc3t --same-as tc3g --quick
+  else step "test_cuda_bwd --path tc3t" 300 build/tests/test_cuda_bwd --path tc3t --same-as tc3g; fi
+  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
@@ -224,9 +230,10 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # tc3b, tc3c (tc3s + tc3k), tc3d (tc3c with the lean P / dS loop) and tc3e (tc3d with the dq
   # kernel's tile body per tile class; the default, tc3f, is tc3e whose dkdv kernel takes the
   # per-class tile bodies too), and tc3g (tc3f whose dq kernel computes D_i: its prologue's
-  # shuffles and the D_i stores the dkdv kernel reads)
+  # shuffles and the D_i stores the dkdv kernel reads), and tc3t (tc3g with the TMA loads:
+  # mbarriers, bulk copies into buffers the warps read)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e tc3g; do
+    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e tc3g tc3t; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \

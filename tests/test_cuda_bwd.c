@@ -38,7 +38,8 @@
  * tensor-core kernels at D = 64; tc2 runs it on the round-2 kernels wherever the
  * tensor-core path would run; tc3f names the default (tc3e whose dkdv kernel also compiles
  * its tile body per tile class); tc3g tc3f whose dq kernel computes D_i itself, no D_i launch
- * (bitwise tc3f: --path tc3g --same-as tc3f); tc3e tc3d with the dq kernel's tile body compiled per tile
+ * (bitwise tc3f: --path tc3g --same-as tc3f); tc3t tc3g whose column tiles come by TMA on sm_90
+ * (bitwise tc3g: --path tc3t --same-as tc3g); tc3e tc3d with the dq kernel's tile body compiled per tile
  * class: band / the others (the previous default; bitwise tc3f: --path tc3e --same-as tc3f);
  * tc3d tc3c with the lean P / dS loop (bitwise tc3e: --path tc3d --same-as tc3e); tc3c tc3s + tc3k (bitwise tc3d:
  * --path tc3c --same-as tc3d); tc3b the round-3
@@ -700,7 +701,7 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc3d", 264}, {"tc3e", 264}, {"tc3f", 264}, {"tc3g", 264}, {"tc2", 132}, {"simple", 132}};
+        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc3d", 264}, {"tc3e", 264}, {"tc3f", 264}, {"tc3g", 264}, {"tc3t", 264}, {"tc2", 132}, {"simple", 132}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);

@@ -82,6 +82,8 @@ extern "C" size_t dattn_bwd_tc3f_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3f_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" size_t dattn_bwd_tc3g_smem_d64(int S);
 extern "C" cudaError_t dattn_launch_bwd_tc3g_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
+extern "C" size_t dattn_bwd_tc3t_smem_d64(int S);
+extern "C" cudaError_t dattn_launch_bwd_tc3t_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3e_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3d_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
 extern "C" cudaError_t dattn_launch_bwd_tc3s_d64(const dattn_bwd_args *A, int bf, int which, cudaStream_t stream);
@@ -103,13 +105,16 @@ extern "C" size_t dattn_bwd_sm80_smem(int D, int S)
  * the lean P / dS loop, bwd_tc3d_d64.cu; 8: tc3e, tc3d whose dq kernel compiles the tile body
  * per tile class, bwd_tc3e_d64.cu, with tc3d's dkdv kernel; 9: tc3f, tc3e whose dkdv kernel
  * does the same, bwd_tc3f_d64.cu; 10: tc3g, tc3f whose dq kernel computes D_i,
- * bwd_tc3g_d64.cu, with tc3f's dkdv kernel; 0: none at this head dim). */
+ * bwd_tc3g_d64.cu, with tc3f's dkdv kernel; 11: tc3t, tc3g whose column tiles come by TMA,
+ * bwd_tc3t_d64.cu, both kernels; 0: none at this head dim). */
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 {
     if (D != 64) return 0;
-    if (v3 == 10) { /* tc3g's dq kernel, tc3f's dkdv kernel (the same geometry) */
+    if (v3 == 10 || v3 == 11) { /* tc3g's dq kernel, tc3f's dkdv kernel (the same geometry);
+                                  * tc3t's kernels, or those two where it cannot map a tensor */
         const size_t g = dattn_bwd_tc3g_smem_d64(S), f = dattn_bwd_tc3f_smem_d64(S);
-        return g > f ? g : f;
+        const size_t t = v3 == 11 ? dattn_bwd_tc3t_smem_d64(S) : 0, m = g > f ? g : f;
+        return t > m ? t : m;
     }
     return v3 == 9 ? dattn_bwd_tc3f_smem_d64(S) : v3 == 8 ? dattn_bwd_tc3e_smem_d64(S) : v3 == 7 ? dattn_bwd_tc3d_smem_d64(S) : v3 == 6 ? dattn_bwd_tc3c_smem_d64(S) : v3 == 5 ? dattn_bwd_tc3k_smem_d64(S) : v3 == 4 ? dattn_bwd_tc3s_smem_d64(S)
         : v3 == 3 ? dattn_bwd_tc3p_smem_d64(S) : v3 >= 2 ? dattn_bwd_tc3b_smem_d64(S)
@@ -118,7 +123,10 @@ extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3)
 
 /* D_i, the dq kernel, the dkdv kernel (tc3: 1 the round-3 ones, 2 their lean-loop variant
  * tc3b, 3 tc3b with P rounded once for dV, tc3p, 4 tc3b with the run-sum scatter, tc3s,
- * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e, 9 tc3f, 10 tc3g), the table reduces; all on `stream`.
+ * 5 tc3k, 6 tc3c, 7 tc3d, 8 tc3e, 9 tc3f, 10 tc3g, 11 tc3t), the table reduces; all on `stream`.
+ * tc3t: each kernel whose two tensors its launcher cannot map (tma.cuh: a stride or base off
+ * 16 bytes) is tc3g's / tc3f's instead, the same results bit for bit (its dq kernel stores
+ * D_i as tc3g's does).
  * tc3g: no D_i launch, its dq kernel (launched first, as every variant's) stores D_i of
  * every row before the dkdv kernel, which reads it, starts (stream order): three launches
  * per call with position terms instead of four. */
@@ -129,11 +137,13 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
     if (a.B == 0 || a.L == 0) {
         /* nothing but (zero) table gradients */
     } else {
-        if (tc3 != 10 && (e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
+        if (tc3 != 10 && tc3 != 11 && (e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
         for (int which = 0; which < 2; which++) { /* the dq kernel first (tc3g: it writes D_i) */
             /* (tc3e: its dq kernel and tc3d's dkdv kernel; tc3g: its dq kernel and tc3f's
              * dkdv kernel) */
-            e = tc3 == 10 ? (which ? dattn_launch_bwd_tc3f_d64(A, bf, which, stream)
+            e = tc3 == 11 ? dattn_launch_bwd_tc3t_d64(A, bf, which, stream) : cudaErrorNotSupported;
+            if (e == cudaErrorNotSupported) /* (tc3t: a tensor it cannot map, or not tc3t) */
+                e = tc3 >= 10 ? (which ? dattn_launch_bwd_tc3f_d64(A, bf, which, stream)
                                    : dattn_launch_bwd_tc3g_d64(A, bf, which, stream))
                 : tc3 == 9 ? dattn_launch_bwd_tc3f_d64(A, bf, which, stream)
                 : tc3 == 8 ? (which ? dattn_launch_bwd_tc3d_d64(A, bf, which, stream)

@@ -73,9 +73,14 @@
  * spill it). Switched by the preprocessor (DATTN_BWD_TILE_CLASSES), not by V3 alone: see the
  * tile loop. Bitwise tc3d.
  *
- * tc3g (bwd_tc3g_d64.cu, DATTN_CUDA_BWD=tc3g, opt-in): tc3f (V3 = 9) whose dq kernel computes
+ * tc3g (bwd_tc3g_d64.cu, DATTN_CUDA_BWD=tc3g, the default): tc3f (V3 = 9) whose dq kernel computes
  * D_i = dO_i . O_i of its rows in the row-block prologue (DATTN_BWD_DI_FUSED) and stores it for
  * the dkdv kernel (tc3f's, launched after it): no separate D_i launch. Bitwise tc3f.
+ *
+ * tc3t (bwd_tc3t_d64.cu, DATTN_CUDA_BWD=tc3t, opt-in, sm_90): tc3g's two kernels whose full
+ * column tiles after a row block's first arrive by TMA (DATTN_BWD_TMA: two bulk tensor copies
+ * per tile issued by one lane, mbarrier waits; tma.cuh). Bitwise tc3g; measured 1-5% slower
+ * than tc3g (NOTES "tc3t: the backward's Y / W tiles by TMA, measured").
  *
  * ds enters the MMAs unscaled (p (dp - D)), the 1/scale goes on at the end (FA2 does the
  * same: fp16 keeps more of a small ds that way).
@@ -90,6 +95,7 @@
 #define DATTN_CUDA_BWD_SM80_CUH
 
 #include "fwd_sm80.cuh"
+#include "tma.cuh"
 
 #define DATTN_BWD_TC_SMAX 256 /* largest att span S on this path: C is [BM][2S + 8] */
 
@@ -106,6 +112,12 @@ enum { BWD_KC_BAND = 1, BWD_KC_NOBAND = 2 };
  * else is tc3f's code) */
 #ifndef DATTN_BWD_DI_FUSED
 #define DATTN_BWD_DI_FUSED 0
+#endif
+/* tc3t (bwd_tc3t_d64.cu): tc3g (both kernels) whose prefetch of a full column tile's Y / W is
+ * two bulk tensor copies issued by one thread (tma.cuh) instead of four cp.async per thread; a
+ * preprocessor switch like the two above (V3 stays 9) */
+#ifndef DATTN_BWD_TMA
+#define DATTN_BWD_TMA 0
 #endif
 
 template <int D, int BN, int V3 = 0>
@@ -149,6 +161,13 @@ struct bwd_geom {
     static constexpr int OFF_CF = OFF_CD + DATTN_ALIGN128(BN * 4);  /* column flags (KV) */
     static constexpr int OFF_KB = OFF_CF + DATTN_ALIGN128(BN * 4);  /* dropout keep bits */
     static constexpr int OFF_UR = OFF_KB + DATTN_ALIGN128(NTHR * 4); /* partial's written range */
+    /* tc3t: in the same 128 bytes, after the int words sur[0..4]: the Y / W buffers' mbarriers
+     * (two 8-byte words), then the row block's Y and W sources for the cp.async loads (tile 0,
+     * a partial last tile; two pointers), read by every thread where it loads instead of two
+     * 64-bit pointers held across the tiles, and the dropout counter word bh (an int; its
+     * Philox product, hoisted out of the tile loop, spilled the dkdv kernel) */
+    static constexpr int OFF_MB = OFF_UR + 64;
+    static constexpr int OFF_MC = OFF_UR + 80;
     static constexpr int OFF_RK = OFF_UR + 128;
     static constexpr int OFF_RQ = OFF_RK + RC * RB;
     static constexpr int OFF_CS = OFF_RQ + RC * RB;
@@ -561,7 +580,7 @@ DATTN_DEV void bwd_v3_flush(const dattn_bwd_args &A, int h, float (&dx)[D / 8][4
  * already written by earlier row blocks of this CTA (stored there, added elsewhere; the
  * range of every row block holds slot(0), so the union stays an interval). */
 template <int D, int BN, int BF, int KV, int V3>
-DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
+DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, const dattn_bwd_maps *T, int b, int h, int m0)
 {
     typedef bwd_geom<D, BN, V3> G;
     /* tc3b (V3 == 2): the lean tile loop, the same arithmetic as tc3 (bitwise) */
@@ -577,6 +596,12 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     /* tc3e (V3 == 8): tc3d with the column-tile body compiled per tile class (bitwise tc3d) */
     constexpr int CS = V3 == 8 || V3 == 9;
     /* tc3f (V3 == 9): tc3e whose dkdv kernel takes the two bodies too (bitwise tc3e) */
+    /* tc3t (DATTN_BWD_TMA, V3 == 9, sm_90): full column tiles after the first come by TMA */
+    constexpr int TM = DATTN_BWD_TMA;
+    static_assert(!TM || (V3 == 9 && D == 64), "tc3t: tc3f's loop, 128-byte rows");
+    static_assert(!TM || (G::OFF_MC + 20 <= G::OFF_RK && G::OFF_MC % 8 == 0), "tc3t words");
+    static_assert(!TM || (G::OFF_Y % 1024 == 0 && G::YWB % 1024 == 0 && BN * G::RB % 1024 == 0),
+                  "tc3t: every Y / W tile on a 1024-byte boundary (the 128-byte swizzle's atom)");
     const dattn_fwd_args &a = A.f;
     extern __shared__ __align__(128) char smem[];
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
@@ -597,6 +622,20 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
     const int64_t z_sl = KV ? a.v_sl : A.do_sl, w_sl = KV ? A.do_sl : a.v_sl;
     const uint16_t *pkh = a.c2p ? (const uint16_t *)a.pk + (int64_t)h * a.pk_sh : (const uint16_t *)0;
     const uint16_t *pqh = a.p2c ? (const uint16_t *)a.pq + (int64_t)h * a.pq_sh : (const uint16_t *)0;
+    if (TM && tid == 0) {
+        /* tc3t: the row block's words (OFF_MC), and its two barriers afresh: every phase of the
+         * previous row block's was completed and waited for before the barriers that end it,
+         * so the k-th copy pair of a buffer in this row block completes phase k (parity k & 1;
+         * the tile loop derives k from the tile index) */
+        ((const uint16_t **)(smem + G::OFF_MC))[0] = yb;
+        ((const uint16_t **)(smem + G::OFF_MC))[1] = wb;
+        ((int *)(smem + G::OFF_MC))[4] = (int)((uint32_t)b * (uint32_t)a.H + (uint32_t)h); /* bh, below */
+        for (int j = 0; j < 2; j++) {
+            mbar_inval(smem_u32(smem + G::OFF_MB + 8 * j));
+            mbar_init(smem_u32(smem + G::OFF_MB + 8 * j), 1);
+        }
+        mbar_init_fence();
+    }
     const uint16_t *trh = KV ? pqh : pkh, *tch = KV ? pkh : pqh;
     const int64_t tr_ss = KV ? a.pq_ss : a.pk_ss, tc_ss = KV ? a.pk_ss : a.pq_ss;
     const uint8_t *mrow = a.mask ? a.mask + (int64_t)b * a.m_sb : (const uint8_t *)0;
@@ -798,8 +837,13 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
      * sits at the 255-register limit and spills with the moving buffer base */
     constexpr int PF = !KV || LN; /* (tc3b: both kernels, 254 registers or fewer) */
     const int n_end = (KV || anyrow) ? (len + BN - 1) / BN : 0;
-    /* tc3b: this thread's Y / W sources of column tile 0 (bwd_load2_ln) */
-    const uint16_t *ythr = yb + (int64_t)lrow * y_sl + lch * 8, *wthr = wb + (int64_t)lrow * w_sl + lch * 8;
+    /* tc3b: this thread's Y / W sources of column tile 0 (bwd_load2_ln); tc3t: from the row
+     * block's sources in shared memory where they are used (stored above, before the barriers
+     * of the tile loop) */
+    const uint16_t *const ythr0 = yb + (int64_t)lrow * y_sl + lch * 8, *const wthr0 = wb + (int64_t)lrow * w_sl + lch * 8;
+    const uint16_t *const *ywsrc = (const uint16_t *const *)(smem + G::OFF_MC);
+    auto ythr = [&]() { return TM ? ywsrc[0] + (int64_t)lrow * y_sl + lch * 8 : ythr0; };
+    auto wthr = [&]() { return TM ? ywsrc[1] + (int64_t)lrow * w_sl + lch * 8 : wthr0; };
     /* tc3k, dkdv kernel: the raw lse / D_i of column tile n0c (lanes y < BN of warp 0, column
      * n0c + y; zeros past len), cp.async with the tile's Q / dO: the tile's column facts then
      * come from shared memory instead of an L2 round trip while the other warps wait */
@@ -820,8 +864,28 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         __syncthreads(); /* the previous tile is consumed */
         /* ---- loads: Y, W (first tile; later ones were prefetched), the window tables and
          * new ring rows (band) */
+        /* tc3t: a full next tile by TMA, issued here (its buffer's last readers, tile n - 1,
+         * passed the barrier above; the copies are waited for at tile n + 1's middle, so they
+         * have a whole tile to land, while a cp.async prefetch, waited for by this tile's
+         * cp.async.wait_all, can only start after it): lane 0 of warp 0 announces 2 x BN rows
+         * of 128 bytes on the buffer's barrier and issues the two copies (rows tok0 + n0 + BN ..
+         * of head h), predicated in the instructions rather than behind a lane branch, with the
+         * map addresses taken from the parameters (measured cheaper than a thread-0 branch with
+         * operands from shared memory; NOTES "tc3t ... measured"). The proxy fence orders the
+         * buffer's cp.async writes (the tile-0 load, a partial tile of the previous row block)
+         * before them: only the first copies into each buffer of a row block (n < 2) follow
+         * such writes. */
+        if (TM && w == 0 && n + 1 < n_end && n0 + 2 * BN <= len) {
+            const int j = (n + 1) & 1, one = lane == 0;
+            const uint32_t bar = smem_u32(smem + G::OFF_MB + 8 * j), dst = sY0 + (uint32_t)(j * G::YWB);
+            const int row = tok0 + n0 + BN, outer = a.packed ? 0 : b;
+            if (n < 2) tma_fence_proxy_async();
+            mbar_arrive_expect_tx_if(one, bar, 2 * BN * G::RB);
+            tma_load_rows_if(one, dst, &T->y, bar, T->yrf, h, row, outer);
+            tma_load_rows_if(one, dst + BN * G::RB, &T->w, bar, T->wrf, h, row, outer);
+        }
         if (!PF || n == 0) {
-            if constexpr (LN) bwd_load2_ln<D, BN>(sY, ythr, y_sl, sW, wthr, w_sl, lnoff, n0, len);
+            if constexpr (LN) bwd_load2_ln<D, BN>(sY, ythr(), y_sl, sW, wthr(), w_sl, lnoff, n0, len);
             else bwd_load_yw<D, BN>(sY, yb, y_sl, wb, w_sl, n0, len);
             if constexpr (CFP) cfetch(n0);
         }
@@ -922,7 +986,8 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
         /* dropout keep bits of the warp's block (while the loads fly) */
         /* (parked in shared memory: a register held across S and dP spills the dkdv kernel) */
-        if (DROP && a.drop_thr) skb[tid] = bwd_keep_bits<G::NB, KV>(a, bh, m0 + wr0, n0);
+        if (DROP && a.drop_thr)
+            skb[tid] = bwd_keep_bits<G::NB, KV>(a, TM ? (uint32_t)((const int *)(smem + G::OFF_MC))[4] : bh, m0 + wr0, n0);
         if (KV && !CFP) {
             /* column facts (tc3b: one pass, y = tid < BN) */
             auto colfact = [&](const int y) {
@@ -970,6 +1035,11 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         }
         cp_async_commit();
         cp_async_wait_all();
+        /* tc3t: a full tile after the first came by the bulk copies issued at the previous tile's
+         * start; tiles 1, 2, 3, 4, ... of the row block are the copy pairs 0, 0, 1, 1, ... of
+         * buffers 1, 0, 1, 0, ...: pair (n - 1) / 2 of its buffer, completing the phase of that
+         * parity */
+        if (TM && n > 0 && n0 + BN <= len) mbar_wait(smem_u32(smem + G::OFF_MB + 8 * (n & 1)), (uint32_t)((n - 1) >> 1) & 1u);
         if (CFP && tid < BN) {
             /* the raw lse / D_i this lane copied (its own cp.async, complete after its wait):
              * the same column facts as tc3b's, bit for bit (lse * log2 e rounded once) */
@@ -982,8 +1052,13 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
         /* prefetch tile n + 1's Y, W into the other buffer (tile n - 1's, consumed) */
         if (PF && n + 1 < n_end) {
             const uint32_t sYn = sY0 + (uint32_t)(((n + 1) & 1) * G::YWB);
-            if constexpr (LN) bwd_load2_ln<D, BN>(sYn, ythr, y_sl, sYn + BN * G::RB, wthr, w_sl, lnoff, n0 + BN, len);
-            else bwd_load_yw<D, BN>(sYn, yb, y_sl, wb, w_sl, n0 + BN, len);
+            if (TM && n0 + 2 * BN <= len) {
+                /* (tc3t: a full next tile is on its way since this tile's start, above) */
+            } else if constexpr (LN) {
+                bwd_load2_ln<D, BN>(sYn, ythr(), y_sl, sYn + BN * G::RB, wthr(), w_sl, lnoff, n0 + BN, len);
+            } else {
+                bwd_load_yw<D, BN>(sYn, yb, y_sl, wb, w_sl, n0 + BN, len);
+            }
             /* (tc3k: the lanes that read this tile's raw facts above overwrite them) */
             if constexpr (CFP) cfetch(n0 + BN);
             cp_async_commit();
@@ -1589,7 +1664,7 @@ DATTN_DEV void bwd_sm80_unit(const dattn_bwd_args &A, int b, int h, int m0)
  * their table gradients into one fp32 partial [2S][D] (its own: one writer, fixed order),
  * then records the written 16-slot range [lo, hi) for the reduce. */
 template <int D, int BN, int BF, int KV, int V3>
-DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
+DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A, const dattn_bwd_maps *T)
 {
     typedef bwd_geom<D, BN, V3> G;
     const dattn_fwd_args &a = A.f;
@@ -1610,6 +1685,16 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
      * (with both kernels' tile bodies per class, ptxas spilled exactly these two values of
      * the dkdv kernel, held across a row block) */
     constexpr int UR = V3 == 9;
+    if (DATTN_BWD_TMA && threadIdx.x == 0) {
+        /* tc3t: the Y / W buffers' barriers (one arrival: the issuing lane's expect-tx; each row
+         * block invalidates and initialises them again); the 128-byte swizzle of the copies is
+         * that of swz<64> only on 1024-byte aligned buffers (OFF_Y and YWB are multiples of
+         * 1024 from the base) */
+        if (!KV && (smem_u32(smem) & 1023u)) __trap(); /* (the dkdv kernel's base is the same:
+                                                         * no static shared memory in either; the
+                                                         * check there spills it) */
+        for (int j = 0; j < 2; j++) mbar_init(smem_u32(smem + G::OFF_MB + 8 * j), 1); /* (see the unit) */
+    }
     if (V3 && (a.c2p | a.p2c)) /* tc3: the slot table of every row block (bwd_sm80_unit's stab) */
         for (int i = threadIdx.x; i < 2 * a.nlog; i += G::NTHR) ((uint16_t *)(smem + G::OFF_TAB))[i] = a.tab[i];
 #pragma unroll 1
@@ -1618,7 +1703,7 @@ DATTN_DEV void bwd_sm80_body(const dattn_bwd_args &A)
         const int u = sur[2];
         if (u >= sur[3]) break;
         const int nb = UR ? sur[4] : nblk;
-        bwd_sm80_unit<D, BN, BF, KV, V3>(A, u / nb, h, (u % nb) * 64);
+        bwd_sm80_unit<D, BN, BF, KV, V3>(A, T, u / nb, h, (u % nb) * 64);
         __syncthreads();
         if (threadIdx.x == 0) sur[2] = (UR ? sur[2] : u) + 1;
     }

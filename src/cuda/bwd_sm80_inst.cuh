@@ -15,6 +15,10 @@
  * compiles the tile body per tile class too; PFX tc3f.
  * DATTN_BWD_V3 = 9 with DATTN_BWD_DI_FUSED (tc3g, bwd_tc3g_d64.cu): tc3f whose dq kernel computes
  * D_i of its rows (no D_i pass); PFX tc3g; dq kernels only (the dkdv kernel is tc3f's).
+ * DATTN_BWD_V3 = 9 with DATTN_BWD_DI_FUSED and DATTN_BWD_TMA (tc3t, bwd_tc3t_d64.cu): tc3g whose
+ * full column tiles after the first are loaded by TMA; PFX tc3t; both kernels (each takes its
+ * two tensor maps as a second parameter; its launcher builds them and returns
+ * cudaErrorNotSupported when a tensor cannot be mapped).
  * DATTN_BWD_V3 = 4 (tc3s, bwd_tc3s_d64.cu): tc3b with the run-sum scatter; PFX tc3s. */
 #include "bwd_sm80.cuh"
 
@@ -28,7 +32,12 @@
 #ifndef DATTN_BWD_DI_FUSED
 #define DATTN_BWD_DI_FUSED 0
 #endif
-#if DATTN_BWD_V3 == 9 && DATTN_BWD_DI_FUSED
+#ifndef DATTN_BWD_TMA
+#define DATTN_BWD_TMA 0
+#endif
+#if DATTN_BWD_TMA
+#define DATTN_BWD_PFX tc3t
+#elif DATTN_BWD_V3 == 9 && DATTN_BWD_DI_FUSED
 #define DATTN_BWD_PFX tc3g
 #elif DATTN_BWD_V3 == 9
 #define DATTN_BWD_PFX tc3f
@@ -56,12 +65,21 @@
 #define DATTN_BWD_CAT(a, b) DATTN_BWD_CAT2(a, b)
 #define DATTN_BWD_CAT3(a, b, c) DATTN_BWD_CAT(DATTN_BWD_CAT(a, b), c)
 
+/* tc3t: the kernel's tensor maps, a second __grid_constant__ parameter */
+#if DATTN_BWD_TMA
+#define DATTN_BWD_MAPS_PARAM , const __grid_constant__ dattn_bwd_maps T
+#define DATTN_BWD_MAPS &T
+#else
+#define DATTN_BWD_MAPS_PARAM
+#define DATTN_BWD_MAPS nullptr
+#endif
+
 #define DATTN_BWD_KERNEL(...) DATTN_BWD_KERNEL2(__VA_ARGS__)
 #define DATTN_BWD_KERNEL2(PFX, D, BN, DT, BF, KV, V3, MINB)                                    \
     extern "C" __global__ void __launch_bounds__(128, MINB)                                    \
-        dattn_bwd_##PFX##_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A)        \
+        dattn_bwd_##PFX##_##DT##_d##D##_kv##KV(const __grid_constant__ dattn_bwd_args A DATTN_BWD_MAPS_PARAM) \
     {                                                                                          \
-        DATTN_BWD_ARCH_BODY(bwd_sm80_body<D, BN, BF, KV, V3>(A));                              \
+        DATTN_BWD_ARCH_BODY(bwd_sm80_body<D, BN, BF, KV, V3>(A, DATTN_BWD_MAPS));              \
     }
 
 /* Only sm_90 runs these kernels (launch.cu routes every other arch to the simple
@@ -73,13 +91,15 @@
 #endif
 
 /* (tc3e, DATTN_BWD_TILE_CLASSES: the dq kernels only; its dkdv kernel is tc3d's, launched by
- * bwd_sm80.cu; tc3g: the same, its dkdv kernel is tc3f's) */
+ * bwd_sm80.cu; tc3g: the same, its dkdv kernel is tc3f's; tc3t: both, tc3f's dkdv kernel with
+ * the TMA loads) */
+#define DATTN_BWD_HAS_KV1 (!DATTN_BWD_TILE_CLASSES || (DATTN_BWD_V3 == 9 && !DATTN_BWD_DI_FUSED) || DATTN_BWD_TMA)
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES || (DATTN_BWD_V3 == 9 && !DATTN_BWD_DI_FUSED)
+#if DATTN_BWD_HAS_KV1
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, f16, 0, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 0, DATTN_BWD_V3, DATTN_BWD_MINB)
-#if !DATTN_BWD_TILE_CLASSES || (DATTN_BWD_V3 == 9 && !DATTN_BWD_DI_FUSED)
+#if DATTN_BWD_HAS_KV1
 DATTN_BWD_KERNEL(DATTN_BWD_PFX, DATTN_BWD_D, DATTN_BWD_BN, bf16, 1, 1, DATTN_BWD_V3, DATTN_BWD_MINB)
 #endif
 
@@ -99,8 +119,27 @@ extern "C" size_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_bwd_, DATTN_BWD_PFX, _smem_
 extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD_PFX, _d), DATTN_BWD_D)(
     const dattn_bwd_args *A, int bf, int which, cudaStream_t stream)
 {
+#if DATTN_BWD_TMA
+    typedef void (*kfn)(dattn_bwd_args, dattn_bwd_maps);
+    /* the maps of this kernel's Y and W (dq kernel: K, V; dkdv kernel: Q, dO): boxes of BN rows
+     * of one head (rows: L per sequence padded, the T tokens packed) */
+    const dattn_fwd_args &a = A->f;
+    const int64_t outer = a.packed ? 1 : a.B, rows = a.packed ? A->T : a.L;
+    const void *yp = which ? a.q : a.k, *wp = which ? A->dout : a.v;
+    const int64_t y_sb = which ? a.q_sb : a.k_sb, y_sl = which ? a.q_sl : a.k_sl, y_sh = which ? a.q_sh : a.k_sh;
+    const int64_t w_sb = which ? A->do_sb : a.v_sb, w_sl = which ? A->do_sl : a.v_sl, w_sh = which ? A->do_sh : a.v_sh;
+    dattn_bwd_maps maps;
+    int yrf = 0, wrf = 0;
+    if (DATTN_BWD_D != 64 || a.D != 64 ||
+        dattn_tma_rows_map(&maps.y, &yrf, yp, outer, rows, a.H, y_sb, y_sl, y_sh, DATTN_BWD_BN) != cudaSuccess ||
+        dattn_tma_rows_map(&maps.w, &wrf, wp, outer, rows, a.H, w_sb, w_sl, w_sh, DATTN_BWD_BN) != cudaSuccess)
+        return cudaErrorNotSupported; /* (the caller takes tc3g's kernel instead) */
+    maps.yrf = yrf;
+    maps.wrf = wrf;
+#else
     typedef void (*kfn)(dattn_bwd_args);
-#if DATTN_BWD_TILE_CLASSES && (DATTN_BWD_V3 == 8 || DATTN_BWD_DI_FUSED)
+#endif
+#if DATTN_BWD_TILE_CLASSES && (DATTN_BWD_V3 == 8 || DATTN_BWD_DI_FUSED) && !DATTN_BWD_TMA
     if (which) return cudaErrorInvalidValue; /* (tc3e, tc3g: no dkdv kernel of their own) */
     const kfn k = bf ? DATTN_BWD_K(bf16, 0) : DATTN_BWD_K(f16, 0);
 #else
@@ -116,6 +155,10 @@ extern "C" cudaError_t DATTN_BWD_CAT(DATTN_BWD_CAT3(dattn_launch_bwd_, DATTN_BWD
     if (e != cudaSuccess) return e;
 #endif
     const dim3 grid((unsigned)A->tcg, (unsigned)A->f.H);
+#if DATTN_BWD_TMA
+    k<<<grid, 128, smem, stream>>>(*A, maps);
+#else
     k<<<grid, 128, smem, stream>>>(*A);
+#endif
     return cudaGetLastError();
 }

@@ -98,7 +98,11 @@
  *   tc3g    the default: tc3f without the separate D_i launch: its dq kernel computes
  *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
  *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
- *           tc3f; the same workspace and routing; one launch fewer per call), accepted by name. */
+ *           tc3f; the same workspace and routing; one launch fewer per call), accepted by name;
+ *   tc3t    tc3g whose full column tiles after a row block's first come by TMA: one thread
+ *           issues two bulk tensor copies per tile (bwd_tc3t_d64.cu, both kernels; opt-in until
+ *           measured; bitwise the same results as tc3g; the same workspace and routing; a
+ *           kernel whose tensors cannot be mapped runs tc3g's / tc3f's). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -886,8 +890,9 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
      * default before tc3e), =tc3e tc3d + per-class dq tile bodies, =tc3f tc3e + per-class dkdv tile
-     * bodies (the previous default, with the separate D_i pass), =tc3g the default by name */
-    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f", "tc3g"}; /* v3 1..10 */
+     * bodies (the previous default, with the separate D_i pass), =tc3g the default by name,
+     * =tc3t tc3g with TMA loads of the column tiles */
+    static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f", "tc3g", "tc3t"}; /* v3 1..11 */
     int v3 = 10;
     for (int i = 0; force && i < (int)(sizeof v3_names / sizeof *v3_names); i++)
         if (!strcmp(force, v3_names[i])) v3 = i + 1;

@@ -85,9 +85,32 @@ static inline cudaError_t dattn_tma_rows_map(CUtensorMap *map, int *rows_first, 
 #define DATTN_TMA_ONLY(...)
 #endif
 
+/* The two maps a TMA backward kernel loads its column tiles through (bwd_sm80.cuh, tc3t): Y
+ * and W of the kernel (dq kernel: K, V; dkdv kernel: Q, dO), each with its rows_first flag; a
+ * __grid_constant__ kernel parameter, built by the launcher (bwd_sm80_inst.cuh). */
+typedef struct dattn_bwd_maps {
+    CUtensorMap y, w;
+    int32_t yrf, wrf;
+} dattn_bwd_maps;
+
+/* orders this thread's (and, through a preceding barrier, the CTA's) earlier generic-proxy
+ * accesses of shared memory (ldmatrix reads, cp.async writes of the same buffer) before its
+ * following async-proxy ones (a bulk tensor copy into that buffer) */
+DATTN_DEV void tma_fence_proxy_async(void)
+{
+    DATTN_TMA_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
+}
+
 DATTN_DEV void mbar_init(uint32_t bar, uint32_t count)
 {
     DATTN_TMA_ONLY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory"));
+}
+
+/* invalidates a barrier whose phases are all complete and waited for, before mbar_init
+ * reuses its word */
+DATTN_DEV void mbar_inval(uint32_t bar)
+{
+    DATTN_TMA_ONLY(asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory"));
 }
 
 /* makes initialised mbarriers visible to the async proxy (the bulk copies) */
@@ -100,6 +123,19 @@ DATTN_DEV void mbar_init_fence(void)
 DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
 {
     DATTN_TMA_ONLY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
+}
+
+/* mbar_arrive_expect_tx by the lanes with `issue` != 0 only, without a branch (a warp calls it
+ * together and one lane arrives) */
+DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
+{
+    DATTN_TMA_ONLY(asm volatile("{\n"
+                                ".reg .pred p;\n"
+                                "setp.ne.b32 p, %2, 0;\n"
+                                "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n"
+                                "}\n" ::"r"(bar),
+                                "r"(bytes), "r"(issue)
+                                : "memory"));
 }
 
 /* waits until the phase with parity `parity` of the barrier has completed */
@@ -128,12 +164,33 @@ DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, 
         : "memory"));
 }
 
+/* tma_load_4d by the lanes with `issue` != 0 only, without a branch */
+DATTN_DEV void tma_load_4d_if(int issue, uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
+{
+    DATTN_TMA_ONLY(asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %7, 0;\n"
+        "@p cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];\n"
+        "}\n" ::"r"(dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "r"(issue)
+        : "memory"));
+}
+
 /* the box of rows row .. row + box_rows - 1 of head `head`, outer index `outer`
  * (rows_first as dattn_tma_rows_map set it) */
 DATTN_DEV void tma_load_rows(uint32_t dst, const void *map, uint32_t bar, int rows_first, int head, int row,
                              int outer)
 {
     tma_load_4d(dst, map, bar, 0, rows_first ? row : head, rows_first ? head : row, outer);
+}
+
+/* tma_load_rows by the lanes with `issue` != 0 only */
+DATTN_DEV void tma_load_rows_if(int issue, uint32_t dst, const void *map, uint32_t bar, int rows_first, int head,
+                                int row, int outer)
+{
+    tma_load_4d_if(issue, dst, map, bar, 0, rows_first ? row : head, rows_first ? head : row, outer);
 }
 
 #endif

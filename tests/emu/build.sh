@@ -17,6 +17,7 @@ for f in "$ROOT"/src/cuda/*; do
   python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/cuda/$(basename "$f")"
 done
 cp "$ROOT/tests/emu/ptx.cuh" "$OUT/src/cuda/ptx.cuh"
+cp "$ROOT/tests/emu/tma.cuh" "$OUT/src/cuda/tma.cuh"
 # sm90.cuh: the real descriptor part, the emulated instructions (sm90_ops.h)
 sed '/^\/\* ---- the instructions/,$d' "$ROOT/src/cuda/sm90.cuh" >"$OUT/src/cuda/sm90.cuh"
 cat "$ROOT/tests/emu/sm90_ops.h" >>"$OUT/src/cuda/sm90.cuh"

@@ -73,6 +73,9 @@ void fiber_main(void)
 
 } // namespace
 
+/* gives the other emulated threads a turn (tma.cuh's mbarrier wait) */
+void emu_yield(void) { yield_now(); }
+
 [[noreturn]] void emu_fail(const char *msg)
 {
     fprintf(stderr, "EMU FAILURE: %s (block %u,%u,%u thread %d)\n", msg, emu_blockIdx.x, emu_blockIdx.y,
