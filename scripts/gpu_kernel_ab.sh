@@ -1,0 +1,107 @@
+#!/bin/sh
+# Kernel A/B in one GPU call (NOTES.md: time kernel changes with ncu durations of both sides in
+# the same call, not wall clock; compare the gradients bit for bit), the steps the A/B calls of
+# bench/results/gpu-2026-11-30-flush2 .. gpu-2026-12-01-stage2 wrote out each time (for the
+# forward's compile-time variants see scripts/gpu_ab.sh). Run on the GPU machine from the
+# repository root:
+#
+#   sh scripts/gpu_kernel_ab.sh --base DIR           the working tree against the tree at DIR
+#   sh scripts/gpu_kernel_ab.sh --paths tc3g,tc3t    two DATTN_CUDA_BWD paths of the working tree
+#
+# DIR holds a source tree made before the call, e.g.
+#   mkdir -p .gpu/base && git archive REV Makefile src include | tar -x -C .gpu/base
+# (.gpu/ is ignored by git: carry it). Both trees are built for sm_90a in parallel. For each side
+# (base, new; or each path) ncu measures the kernels matching --kernels (default "dattn_bwd") in
+# bench/gpu_prof_target.py --no-flash --shapes SHAPES (default 32x512,8x2048,2x8192), and
+# bench/gpu_lib_ab.py saves its gradients. Writes under $OUT/ab (default gpu-out/ab):
+# summary.txt (steps), dur_<side>.csv (ncu), ratios.txt (second side / first, per kernel and
+# shape), ab.txt / ab.json (timings and the bitwise gradient comparison).
+# Other options: --shapes BxL,..., --kernels REGEX, --dry-run (print the steps, run nothing).
+set -u
+OUT=${OUT:-gpu-out}
+O=$OUT/ab
+BASE="" PATHS="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0
+while [ $# -gt 0 ]; do
+  case $1 in
+    --base) BASE=$2; shift ;;
+    --paths) PATHS=$2; shift ;;
+    --shapes) SHAPES=$2; shift ;;
+    --kernels) KERNELS=$2; shift ;;
+    --dry-run) DRY=1 ;;
+    *) echo "gpu_kernel_ab.sh: unknown argument $1 (see the header)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$BASE" ] && [ -n "$PATHS" ] || [ -z "$BASE$PATHS" ]; then
+  echo "gpu_kernel_ab.sh: give either --base DIR or --paths P1,P2" >&2
+  exit 2
+fi
+if [ -n "$BASE" ] && [ ! -f "$BASE/Makefile" ]; then
+  echo "gpu_kernel_ab.sh: --base $BASE holds no source tree (Makefile missing)" >&2
+  exit 2
+fi
+# sides: "tag library DATTN_CUDA_BWD" (an empty path: the library's default)
+if [ -n "$BASE" ]; then
+  SIDES="base:$BASE/build/libdattn.so: new:build/libdattn.so:"
+else
+  p1=${PATHS%%,*} p2=${PATHS#*,}
+  if [ -z "$p1" ] || [ -z "$p2" ] || [ "$p1" = "$PATHS" ]; then
+    echo "gpu_kernel_ab.sh: --paths takes two comma-separated DATTN_CUDA_BWD names" >&2
+    exit 2
+  fi
+  SIDES="$p1:build/libdattn.so:$p1 $p2:build/libdattn.so:$p2"
+fi
+exec 3>&1 # (the dry run prints each step here, past the steps' own redirections)
+run() {
+  if [ $DRY -eq 1 ]; then echo "+ $*" >&3; else "$@"; fi
+}
+mkdir -p "$O/grads"
+S=$O/summary.txt L=$O/log.txt
+: >"$S"
+: >"$L"
+ARCH="-gencode=arch=compute_90a,code=sm_90a"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
+t0=$(date +%s)
+if [ -n "$BASE" ]; then
+  (run make -C "$BASE" -j4 CUDA=1 CUDA_ARCHS="$ARCH" lib >"$O/build_base.log" 2>&1; echo "build base rc=$?" >>"$S") &
+fi
+run make -j12 CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib >"$O/build_new.log" 2>&1
+echo "build new rc=$?" >>"$S"
+wait
+grep -E "Compiling entry|registers|spill" "$O/build_new.log" | grep -A1 "Compiling entry" >"$O/resources_new.txt" 2>/dev/null
+first="" second=""
+for side in $SIDES; do
+  tag=${side%%:*} rest=${side#*:}
+  lib=${rest%%:*} pth=${rest#*:}
+  [ -z "$first" ] && first=$tag || second=$tag
+  run env DATTN_LIBRARY="$lib" DATTN_CUDA_BWD="$pth" ncu --profile-from-start off -k "regex:$KERNELS" \
+    --section SpeedOfLight -f -o "$O/dur_$tag" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-flash \
+    >"$O/ncu_$tag.log" 2>&1
+  echo "ncu $tag rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+  run ncu --import "$O/dur_$tag.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum >"$O/dur_$tag.csv" 2>&1
+  rm -f "$O/dur_$tag.ncu-rep"
+  run env DATTN_LIBRARY="$lib" DATTN_CUDA_BWD="$pth" python3 bench/gpu_lib_ab.py run --tag "$tag" --dir "$O/grads" >>"$L" 2>&1
+  echo "gradients $tag rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+done
+run python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$first" --new "$second" --json "$O/ab.json" >"$O/ab.txt" 2>&1
+rm -f "$O"/grads/*_grads.pt
+[ $DRY -eq 1 ] && exit 0
+python3 - "$O" "$first" "$second" <<'PY' | tee "$O/ratios.txt"
+import csv, os, sys
+o, a, b = sys.argv[1:4]
+def durations(tag):
+    rows = list(csv.reader(open(os.path.join(o, f"dur_{tag}.csv"))))
+    h = rows[0]
+    k, d = h.index("Kernel Name"), h.index("gpu__time_duration.sum")
+    return [(r[k], float(r[d])) for r in rows[2:] if r and len(r) > d]
+try:
+    da, db = durations(a), durations(b)
+except (OSError, ValueError, IndexError) as e:
+    sys.exit(f"no durations: {e}")
+print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, in the order bench/gpu_prof_target.py ran them:")
+for (ka, ta), (kb, tb) in zip(da, db):
+    print(f"  {ka[:40]:40s} {ta:10.4f} {tb:10.4f}  {tb / ta:.4f}x")
+PY
+echo "done at $(($(date +%s) - t0)) s" >>"$S"
+cat "$S"
+tail -9 "$O/ab.txt"
