@@ -119,14 +119,9 @@ DATTN_DEV void mbar_init_fence(void)
     DATTN_TMA_ONLY(asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"));
 }
 
-/* one arrival that also announces `bytes` of transactions (the bulk copies' sizes) */
-DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
-{
-    DATTN_TMA_ONLY(asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory"));
-}
-
-/* mbar_arrive_expect_tx by the lanes with `issue` != 0 only, without a branch (a warp calls it
- * together and one lane arrives) */
+/* one arrival that also announces `bytes` of transactions (the bulk copies' sizes), by the
+ * lanes with `issue` != 0 only, without a branch (a warp calls it together and one lane
+ * arrives) */
 DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
 {
     DATTN_TMA_ONLY(asm volatile("{\n"
@@ -137,6 +132,9 @@ DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
                                 "r"(bytes), "r"(issue)
                                 : "memory"));
 }
+
+/* the same by every calling thread */
+DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) { mbar_arrive_expect_tx_if(1, bar, bytes); }
 
 /* waits until the phase with parity `parity` of the barrier has completed */
 DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
@@ -153,18 +151,8 @@ DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
 }
 
 /* box at coordinates (c0 = column, c1 = head, c2 = row, c3 = outer) of the map into the
- * shared tile at dst; completes as transaction bytes (the whole box, out-of-bounds zeros
- * included) on the mbarrier bar */
-DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
-{
-    DATTN_TMA_ONLY(asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
-        "[%6];\n" ::"r"(dst),
-        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-        : "memory"));
-}
-
-/* tma_load_4d by the lanes with `issue` != 0 only, without a branch */
+ * shared tile at dst, by the lanes with `issue` != 0 only (no branch); completes as
+ * transaction bytes (the whole box, out-of-bounds zeros included) on the mbarrier bar */
 DATTN_DEV void tma_load_4d_if(int issue, uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
 {
     DATTN_TMA_ONLY(asm volatile(
@@ -176,6 +164,12 @@ DATTN_DEV void tma_load_4d_if(int issue, uint32_t dst, const void *map, uint32_t
         "}\n" ::"r"(dst),
         "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar), "r"(issue)
         : "memory"));
+}
+
+/* the same by every calling thread */
+DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
+{
+    tma_load_4d_if(1, dst, map, bar, c0, c1, c2, c3);
 }
 
 /* the box of rows row .. row + box_rows - 1 of head `head`, outer index `outer`
