@@ -111,9 +111,16 @@ CU_TEST_BINS := $(patsubst tests/%.cu,$(BUILD)/tests/%,$(wildcard tests/test_*.c
 $(CU_TEST_BINS): $(BUILD)/tests/%: tests/%.cu $(wildcard src/cuda/*.cuh tests/*.h) | $(BUILD)/tests
 	$(NVCC) $(NVFLAGS) $(CUDA_ARCHS_SM90) -Itests -o $@ $<
 TEST_BINS += $(CU_TEST_BINS)
+# bench/proto_*.cu: kernel prototypes (bench only, not in the library), built with the tests so
+# that they keep compiling; run by scripts/gpu_check.sh (--check) and by hand (--bench)
+PROTO_BINS := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/proto_*.cu))
+$(PROTO_BINS): $(BUILD)/bench/%: bench/%.cu $(wildcard src/cuda/*.cuh) | $(BUILD)/bench
+	$(NVCC) $(NVFLAGS) $(CUDA_ARCHS_SM90) -Isrc/cuda -o $@ $<
+$(BUILD)/bench:
+	mkdir -p $@
 endif
 
-tests-build: $(TEST_BINS)
+tests-build: $(TEST_BINS) $(PROTO_BINS)
 
 # TEST_ARGS is passed to every test program (e.g. TEST_ARGS="--quick --seed 42").
 TEST_ARGS ?=

@@ -113,6 +113,20 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_tma ]; then
   step test_tma 60 build/tests/test_tma
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
+# 2d. the kernel prototypes of bench/ (bench/proto_*.cu, not in the library): their float64
+#     checks (the warp-specialized dq core: TMA producer, wgmma consumers, mbarrier stages),
+#     and compute-sanitizer racecheck / synccheck on them
+if [ $TRAIN -eq 0 ]; then
+  for p in build/bench/proto_*; do
+    [ -x "$p" ] || continue
+    step "$(basename "$p") --check" 60 "$p" --check
+    if [ $SAN -eq 1 ]; then
+      for tool in racecheck synccheck; do
+        step "san-$tool($(basename "$p"))" 120 compute-sanitizer --tool $tool --error-exitcode 9 "$p" --check
+      done
+    fi
+  done
+fi
 
 # 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
 for t in build/tests/test_cuda_*; do

@@ -56,4 +56,12 @@ for t in test_cuda_fwd test_cuda_bwd; do
   cc $CF -I"$ROOT/src" -I"$ROOT/tests" -c "$ROOT/tests/$t.c" -o "$OUT/obj/$t.o"
   g++ -o "$OUT/$t" "$OUT/obj/$t.o" $sup $objs -fopenmp -lm $XF
 done
-echo "built $OUT/test_cuda_fwd $OUT/test_cuda_bwd"
+# the kernel prototypes of bench/ (bench/proto_*.cu) against the emulated headers
+for f in "$ROOT"/bench/proto_*.cu; do
+  [ -f "$f" ] || continue
+  p=$(basename "$f" .cu)
+  python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/$p.cu"
+  g++ $XXF -I"$OUT/src/cuda" -x c++ -c "$OUT/src/$p.cu" -o "$OUT/obj/$p.o"
+  g++ -o "$OUT/$p" "$OUT/obj/$p.o" "$OUT/obj/emu.o" -fopenmp -lm $XF
+done
+echo "built $OUT/test_cuda_fwd $OUT/test_cuda_bwd $(cd "$OUT" && ls proto_* 2>/dev/null | tr '\n' ' ')"
