@@ -114,8 +114,9 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_tma ]; then
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 # 2d. the kernel prototypes of bench/ (bench/proto_*.cu, not in the library): their float64
-#     checks (the warp-specialized dq core: TMA producer, wgmma consumers, mbarrier stages),
-#     and compute-sanitizer racecheck / synccheck on them
+#     checks (proto_ws_bwd: the warp-specialized backward core, dq and dkdv kernels: a TMA
+#     producer, wgmma consumers, mbarrier stages), and compute-sanitizer racecheck /
+#     synccheck on them
 if [ $TRAIN -eq 0 ]; then
   for p in build/bench/proto_*; do
     [ -x "$p" ] || continue
