@@ -352,9 +352,9 @@ static int run(int B, int L, int H, int check, int reps)
     PCK(cudaDeviceSynchronize());
     int bad = 0;
     if (check) {
-        bad |= check_one("dQ", gq, rdq, n);
-        bad |= check_one("dK", gk, rdk, n);
-        bad |= check_one("dV", gv, rdv, n);
+        const int nbad = check_one("dQ", gq, rdq, n) + check_one("dK", gk, rdk, n) + check_one("dV", gv, rdv, n);
+        printf("%d passed, %d failed\n", 3 - nbad, nbad);
+        bad = nbad;
         free(rdq);
         free(rdk);
         free(rdv);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # Builds the host emulation of the CUDA backend and the CUDA test programs against it
 # (README.md). Usage: sh tests/emu/build.sh [OUTDIR] [extra compiler flags, e.g. -fsanitize=address]
-# Produces OUTDIR/test_cuda_fwd and OUTDIR/test_cuda_bwd (default OUTDIR: build-emu).
+# Produces OUTDIR/test_cuda_fwd and OUTDIR/test_cuda_bwd (default OUTDIR: build-emu), and
+# OUTDIR/proto_* of bench/proto_*.cu. EMU_PROTOS_ONLY=1 builds the prototypes alone (seconds,
+# not minutes: scripts/check.sh runs their --check that way).
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${1:-$ROOT/build-emu}
@@ -22,7 +24,22 @@ cp "$ROOT/tests/emu/tma.cuh" "$OUT/src/cuda/tma.cuh"
 sed '/^\/\* ---- the instructions/,$d' "$ROOT/src/cuda/sm90.cuh" >"$OUT/src/cuda/sm90.cuh"
 cat "$ROOT/tests/emu/sm90_ops.h" >>"$OUT/src/cuda/sm90.cuh"
 CF="-std=c11 -O2 -g -fopenmp -D_GNU_SOURCE -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall -Wno-unknown-pragmas $XF"
-XXF="-std=c++17 -O2 -g -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall -Wno-unused-function -Wno-unknown-pragmas $XF"
+XXF="-std=c++17 -O2 -g -DDATTN_WITH_CUDA -I$ROOT/include -I$ROOT/tests/emu -Wall -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi $XF"
+protos() { # the kernel prototypes of bench/ (bench/proto_*.cu) against the emulated headers
+  for f in "$ROOT"/bench/proto_*.cu; do
+    [ -f "$f" ] || continue
+    p=$(basename "$f" .cu)
+    python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/$p.cu"
+    g++ $XXF -I"$OUT/src/cuda" -x c++ -c "$OUT/src/$p.cu" -o "$OUT/obj/$p.o"
+    g++ -o "$OUT/$p" "$OUT/obj/$p.o" "$OUT/obj/emu.o" -fopenmp -lm $XF
+  done
+}
+if [ "${EMU_PROTOS_ONLY:-0}" = 1 ]; then
+  g++ $XXF -c "$ROOT/tests/emu/emu.cpp" -o "$OUT/obj/emu.o"
+  protos
+  echo "built $(cd "$OUT" && ls proto_* 2>/dev/null | tr '\n' ' ')"
+  exit 0
+fi
 objs=""
 for f in "$OUT"/src/*.c "$OUT"/src/cpu/*.c; do
   o="$OUT/obj/$(basename "$f" .c).o"
@@ -56,12 +73,5 @@ for t in test_cuda_fwd test_cuda_bwd; do
   cc $CF -I"$ROOT/src" -I"$ROOT/tests" -c "$ROOT/tests/$t.c" -o "$OUT/obj/$t.o"
   g++ -o "$OUT/$t" "$OUT/obj/$t.o" $sup $objs -fopenmp -lm $XF
 done
-# the kernel prototypes of bench/ (bench/proto_*.cu) against the emulated headers
-for f in "$ROOT"/bench/proto_*.cu; do
-  [ -f "$f" ] || continue
-  p=$(basename "$f" .cu)
-  python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/$p.cu"
-  g++ $XXF -I"$OUT/src/cuda" -x c++ -c "$OUT/src/$p.cu" -o "$OUT/obj/$p.o"
-  g++ -o "$OUT/$p" "$OUT/obj/$p.o" "$OUT/obj/emu.o" -fopenmp -lm $XF
-done
+protos
 echo "built $OUT/test_cuda_fwd $OUT/test_cuda_bwd $(cd "$OUT" && ls proto_* 2>/dev/null | tr '\n' ' ')"
