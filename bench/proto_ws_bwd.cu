@@ -74,7 +74,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
 {
     extern __shared__ __align__(1024) char smem_raw[];
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
-    const char *smem = smem_raw + (base - raw);
+    char *smem = smem_raw + (base - raw);
     const uint32_t xbar = base + P_BAR, full0 = base + P_BAR + 8, empty0 = base + P_BAR + 24;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     const int m0 = blockIdx.x * 128, h = blockIdx.y, b = blockIdx.z, nt = A.L / 64;
@@ -172,7 +172,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         wgmma_wait<0>();
         reg_fence(dx);
         if constexpr (KV) reg_fence(dv);
-        mbar_arrive_expect_tx_if(1, empty0 + 8 * s, 0); /* the stage is free (reads complete) */
+        mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
     }
     uint16_t *ox = KV ? A.dk : A.dq;
     for (int nb = 0; nb < 8; nb++)

@@ -136,6 +136,12 @@ DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
 /* the same by every calling thread */
 DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) { mbar_arrive_expect_tx_if(1, bar, bytes); }
 
+/* one plain arrival (no transaction bytes), e.g. a consumer releasing a stage */
+DATTN_DEV void mbar_arrive(uint32_t bar)
+{
+    DATTN_TMA_ONLY(asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"));
+}
+
 /* waits until the phase with parity `parity` of the barrier has completed */
 DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
 {

@@ -106,6 +106,8 @@ DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
     emu_mbar_complete(bar);
 }
 
+DATTN_DEV void mbar_arrive(uint32_t bar) { mbar_arrive_expect_tx(bar, 0); }
+
 DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
 {
     if (issue) mbar_arrive_expect_tx(bar, bytes);
