@@ -19,11 +19,24 @@
  *     stage.
  * fp16, D = 64, padded [B][L][H][64] tensors, L a multiple of 128, no mask, no dropout.
  *
- *   proto_ws_bwd --check           B1 L256 H2, both kernels, against a float64 reference on the
- *                                   host (exit 1 on a mismatch, 77 without a compute capability
- *                                   9.0 GPU)
- *   proto_ws_bwd --bench B L [N]   N (default 20) timed launches of each kernel at H 12
- *                                   (cudaEvent; ncu names: dattn_proto_ws_dq, dattn_proto_ws_dkdv)
+ * Position terms: those of the saturated zone only (|i - j| >= R, where a DeBERTa table's slot
+ * is constant: sat_pos for i - j >= R, sat_neg for i - j <= -R; R = 512 for v3's S = 256 table),
+ * the first step of NOTES' "Porting the position terms into the warp-specialized structure":
+ * c2p + p2c of such a pair is a row constant (q_i . pk[sat], the rps plane) plus a column
+ * constant (k_j . pq[sat], the cps plane; the planes are the forward's kps-style workspace). A
+ * tile wholly inside one side adds the two constants to every score; a tile straddling R tests
+ * each pair. The rows' dS sums per side give the rank-1 dX terms (dQ += rs pk[sat], dK += rs
+ * pq[sat]) and the table gradients dpk / dpq at the two saturated slots, written as per-warp
+ * partials (deterministic; summed on the host). The log and linear zones' terms are not there:
+ * with R > 0 the function is DeBERTa's attention without them (the reference computes that).
+ *
+ *   proto_ws_bwd --check           both kernels against a float64 reference on the host: B1 L256
+ *                                   H2 without position terms, B1 L512 H2 with them at R = 100
+ *                                   (exit 1 on a mismatch, 77 without a compute capability 9.0
+ *                                   GPU)
+ *   proto_ws_bwd --bench B L [N [R]]  N (default 20) timed launches of each kernel at H 12, R
+ *                                   default 512 (0: no position terms) (cudaEvent; ncu names:
+ *                                   dattn_proto_ws_dq, dattn_proto_ws_dkdv)
  * Built by `make CUDA=1 tests-build` as build/bench/proto_ws_bwd; scripts/gpu_check.sh runs
  * --check. The host emulation builds it too (sh tests/emu/build.sh DIR: DIR/proto_ws_bwd
  * --check). Measured: bench/results/gpu-2026-12-01-wsdq/ (the dq kernel, when this file was
@@ -53,19 +66,28 @@ struct proto_maps {
 struct proto_args {
     const float *lse, *di; /* [B][H][L]: natural-log lse, D_i = dO_i . O_i */
     uint16_t *dq, *dk, *dv; /* [B][L][H][64] */
-    int B, L, H;
-    float scale, sl2; /* 1 / sqrt(64), scale * log2(e) */
+    /* the position terms of the saturated zone (|i - j| >= R; R = 0: none): planes [B][H][2][L]
+     * fp32 rps = q_i . pk[sat side] (c2p), cps = k_j . pq[sat side] (p2c), side 0 = sat_neg
+     * (i - j <= -R), 1 = sat_pos (i - j >= R); tk / tq = pk / pq rows [H][2][64] of the two
+     * saturated slots; dtab[KV]: per CTA and consumer warp [8][2][64] fp32 partials of
+     * dpk (dq kernel) / dpq (dkdv kernel) at those slots */
+    const float *rps, *cps;
+    const uint16_t *tk, *tq;
+    float *dtab[2];
+    int B, L, H, R;
+    float scale, sl2; /* 1 / sqrt(64 f), scale * log2(e) */
 };
 
 /* shared memory (offsets from a 1024-byte-aligned base): X, Z [128][64]; Y, W [2 stages][64][64];
- * the column facts [2 stages][2][64] fp32 (dkdv kernel); the barriers */
+ * the column facts [2 stages][4][64] fp32 (lse * log2 e and D: dkdv kernel; the column plane
+ * of each saturated side: with position terms); the barriers */
 enum {
     P_X = 0,
     P_Z = 16384,
     P_Y = 32768,
     P_W = 49152,
     P_CF = 65536,
-    P_BAR = P_CF + 1024,
+    P_BAR = P_CF + 2048,
     P_SMEM = P_BAR + 64 + 1024
 };
 
@@ -82,7 +104,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     if (tid == 0) {
         mbar_init(xbar, 1);
         for (int s = 0; s < 2; s++) {
-            mbar_init(full0 + 8 * s, KV ? 32 : 1); /* (dkdv: every producer lane's fact stores) */
+            mbar_init(full0 + 8 * s, KV || A.R ? 32 : 1); /* (every producer lane's fact stores) */
             mbar_init(empty0 + 8 * s, 256);
         }
         mbar_init_fence();
@@ -100,16 +122,23 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             for (int j = 0; j < nt; j++) {
                 const int s = j & 1;
                 if (j >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((j >> 1) - 1) & 1u);
-                if (KV) { /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 */
-                    float *cf = (float *)(smem + P_CF + 512 * s);
-                    const int64_t at = ((int64_t)b * A.H + h) * A.L + 64 * j + 2 * lane;
+                /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 */
+                float *cf = (float *)(smem + P_CF + 1024 * s);
+                const int64_t at = ((int64_t)b * A.H + h) * A.L + 64 * j + 2 * lane;
+                if (KV)
                     for (int e = 0; e < 2; e++) {
                         cf[2 * lane + e] = A.lse[at + e] * 1.4426950408889634f;
                         cf[64 + 2 * lane + e] = A.di[at + e];
                     }
+                if (A.R) { /* the column plane of each side (dq kernel: cps, dkdv kernel: rps) */
+                    const float *pl = (KV ? A.rps : A.cps) + (((int64_t)b * A.H + h) * 2) * A.L + 64 * j + 2 * lane;
+                    for (int e = 0; e < 2; e++) {
+                        cf[128 + 2 * lane + e] = pl[e];
+                        cf[192 + 2 * lane + e] = pl[A.L + e];
+                    }
                 }
-                /* (dkdv: every lane arrives, releasing its fact stores; lane 0 with the bytes) */
-                mbar_arrive_expect_tx_if(KV || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
+                /* (with facts every lane arrives, releasing its stores; lane 0 with the bytes) */
+                mbar_arrive_expect_tx_if(KV || A.R || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
                 tma_load_rows_if(one, base + P_Y + 8192 * s, my, full0 + 8 * s, M.rf, h, 64 * j, b);
                 tma_load_rows_if(one, base + P_W + 8192 * s, mw, full0 + 8 * s, M.rf, h, 64 * j, b);
             }
@@ -125,6 +154,15 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             const int64_t at = ((int64_t)b * A.H + h) * A.L + row;
             rl2[i] = A.lse[at] * 1.4426950408889634f;
             rd[i] = A.di[at];
+        }
+    /* the rows' saturated constants (dq kernel: rps, dkdv kernel: cps) and their dS sums */
+    float rc[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [side][row] */
+    const int rb0 = m0 + 64 * cw; /* the warpgroup's first row */
+    if (A.R)
+        for (int i = 0; i < 2; i++) {
+            const float *pl = (KV ? A.cps : A.rps) + (((int64_t)b * A.H + h) * 2) * A.L + rb0 + 16 * warp + g + 8 * i;
+            rc[0][i] = pl[0];
+            rc[1][i] = pl[A.L];
         }
     float dx[8][4], dv[8][4]; /* (dv: dkdv kernel only) */
     for (int nb = 0; nb < 8; nb++) {
@@ -148,14 +186,30 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         reg_fence(dp);
         /* dS (and P, dkdv kernel) as A operands over the tile's columns 16 kk .. 16 kk + 15 */
         uint32_t af[4][4], pf[4][4];
-        const float *cf = (const float *)(smem + P_CF + 512 * s);
+        const float *cf = (const float *)(smem + P_CF + 1024 * s);
+        /* the warpgroup's tile against the saturated zone: r = i - j over its 64 x 64 pairs */
+        const int n0 = 64 * j;
+        const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
+        const int zone = !A.R ? 0 : rmin >= A.R ? 2 : rmax <= -A.R ? 1 : (rmax >= A.R || rmin <= -A.R) ? 3 : 0;
         for (int nb = 0; nb < 8; nb++) {
             float ds[4], pp[4];
             for (int e = 0; e < 4; e++) {
                 const int col = 8 * nb + 2 * c + (e & 1);
                 const float l2 = KV ? cf[col] : rl2[e >> 1], d = KV ? cf[64 + col] : rd[e >> 1];
-                pp[e] = ex2f(fmaf(sa[nb][e], A.sl2, -l2));
+                /* side 1 / 0: the pair is in the positive / negative saturated zone (zone 2 / 1:
+                 * the whole tile; zone 3: tested per pair), -1: no position term */
+                int side = zone == 2 ? 1 : zone == 1 ? 0 : -1;
+                if (zone == 3) {
+                    const int rl = 16 * warp + g + 8 * (e >> 1), r = KV ? (n0 + col) - (rb0 + rl) : (rb0 + rl) - (n0 + col);
+                    side = r >= A.R ? 1 : r <= -A.R ? 0 : -1;
+                }
+                /* (selects, not rc[side]: a register array indexed at run time goes to local memory) */
+                const float rcv = side == 1 ? rc[1][e >> 1] : rc[0][e >> 1];
+                const float sc = side < 0 ? sa[nb][e] : sa[nb][e] + rcv + cf[128 + 64 * side + col];
+                pp[e] = ex2f(fmaf(sc, A.sl2, -l2));
                 ds[e] = pp[e] * (dp[nb][e] - d);
+                if (side == 1) rs[1][e >> 1] += ds[e];
+                if (side == 0) rs[0][e >> 1] += ds[e];
             }
             af[nb >> 1][2 * (nb & 1)] = pack2<0>(ds[0], ds[1]);
             af[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(ds[2], ds[3]);
@@ -173,6 +227,39 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         reg_fence(dx);
         if constexpr (KV) reg_fence(dv);
         mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
+    }
+    if (A.R) {
+        /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
+        for (int sd = 0; sd < 2; sd++)
+            for (int i = 0; i < 2; i++) {
+                rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 1);
+                rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 2);
+            }
+        /* dX += rs . T[sat side] (dq kernel: pk rows, dkdv kernel: pq rows) */
+        const uint16_t *tr = (KV ? A.tq : A.tk) + (int64_t)h * 128;
+        for (int nb = 0; nb < 8; nb++)
+            for (int e = 0; e < 4; e++) {
+                const int d = 8 * nb + 2 * c + (e & 1);
+                dx[nb][e] += rs[0][e >> 1] * h2f<0>(tr[d]) + rs[1][e >> 1] * h2f<0>(tr[64 + d]);
+            }
+        /* the table gradient's partial of the warp's 16 rows: lane l, columns 2 l, 2 l + 1,
+         * rows in order (row rr's sums come from lane 4 (rr & 7), half rr >> 3) */
+        float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+        for (int rr = 0; rr < 16; rr++) {
+            const int row = 64 * cw + 16 * warp + rr;
+            const float s0 = __shfl_sync(0xffffffffu, rr < 8 ? rs[0][0] : rs[0][1], 4 * (rr & 7));
+            const float s1 = __shfl_sync(0xffffffffu, rr < 8 ? rs[1][0] : rs[1][1], 4 * (rr & 7));
+            for (int e = 0; e < 2; e++) {
+                const int d = 2 * lane + e;
+                const float x = h2f<0>(*(const uint16_t *)(smem + P_X + row * 128 + (((d >> 3) ^ (row & 7)) << 4) + (d & 7) * 2));
+                acc[0][e] = fmaf(s0, x, acc[0][e]);
+                acc[1][e] = fmaf(s1, x, acc[1][e]);
+            }
+        }
+        const int64_t cta = blockIdx.x + (int64_t)gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z);
+        float *part = A.dtab[KV] + ((cta * 8 + 4 * cw + warp) * 2) * 64;
+        for (int sd = 0; sd < 2; sd++)
+            for (int e = 0; e < 2; e++) part[64 * sd + 2 * lane + e] = acc[sd][e] * A.scale;
     }
     uint16_t *ox = KV ? A.dk : A.dq;
     for (int nb = 0; nb < 8; nb++)
@@ -234,9 +321,43 @@ static int check_one(const char *name, const uint16_t *dev, const double *ref, s
     return bad != 0;
 }
 
+static int n_pass, n_fail; /* --check: gradients within the bound, and not */
+
+/* Sum of the CTAs' table-gradient partials ([cta][8 warps][2 sides][64]) per head, in double. */
+static void sum_parts(const float *dev, int ncta, int gx, int H, double *out /* [H][2][64] */)
+{
+    float *h = (float *)malloc((size_t)ncta * 8 * 128 * 4);
+    PCK(cudaMemcpy(h, dev, (size_t)ncta * 8 * 128 * 4, cudaMemcpyDeviceToHost));
+    memset(out, 0, (size_t)H * 128 * sizeof(double));
+    for (int cta = 0; cta < ncta; cta++)
+        for (int w = 0; w < 8; w++)
+            for (int i = 0; i < 128; i++) out[(size_t)((cta / gx) % H) * 128 + i] += h[((size_t)cta * 8 + w) * 128 + i];
+    free(h);
+}
+
+/* the same check on a table gradient summed on the host */
+static int check_tab(const char *name, const double *got, const double *ref, size_t n)
+{
+    double mref = 0, merr = 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) mref = fmax(mref, fabs(ref[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double err = fabs(got[i] - ref[i]);
+        merr = fmax(merr, err);
+        if (!(err <= 1e-2 * mref)) {
+            if (bad < 4) printf("  %s[%zu] = %g, want %g\n", name, i, got[i], ref[i]);
+            bad++;
+        }
+    }
+    printf("%s proto_ws_bwd check %s: max |err| %.3g of max |%s| %.3g, %d of %zu outside 1e-2 of it\n",
+           bad ? "FAIL" : "ok  ", name, merr, name, mref, bad, n);
+    return bad != 0;
+}
+
 /* random inputs; lse and D from a float64 forward on the host with the reference gradients when
- * `check` (else plausible values: the bench only times) */
-static int run(int B, int L, int H, int check, int reps)
+ * `check` (else plausible values: the bench only times). R > 0: the position terms of the
+ * saturated zone |i - j| >= R (c2p and p2c: scale 1 / sqrt(3 * 64)), with their table gradients. */
+static int run(int B, int L, int H, int R, int check, int reps)
 {
     const size_t n = (size_t)B * L * H * 64, nr = (size_t)B * H * L;
     uint16_t *hq = (uint16_t *)malloc(n * 2), *hk = (uint16_t *)malloc(n * 2), *hv = (uint16_t *)malloc(n * 2),
@@ -244,20 +365,45 @@ static int run(int B, int L, int H, int check, int reps)
     float *hl = (float *)malloc(nr * 4), *hd = (float *)malloc(nr * 4);
     const unsigned seed = 20261201u + (unsigned)L;
     srand(seed);
-    printf("proto_ws_bwd: B%d L%d H%d, seed %u\n", B, L, H, seed);
+    printf("proto_ws_bwd: B%d L%d H%d R%d, seed %u\n", B, L, H, R, seed);
     for (size_t i = 0; i < n; i++) {
         hq[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
         hk[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
         hv[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
         ho[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
     }
-    const double scale = 1.0 / 8.0;
-    double *rdq = 0, *rdk = 0, *rdv = 0;
+    const double scale = R ? 1.0 / sqrt(192.0) : 1.0 / 8.0;
+    /* the saturated slots' table rows pk / pq [H][2][64] and the planes [B][H][2][L] */
+    const size_t nt = (size_t)H * 128, np = (size_t)B * H * 2 * L;
+    uint16_t *htk = (uint16_t *)malloc(nt * 2), *htq = (uint16_t *)malloc(nt * 2);
+    float *hrp = (float *)calloc(np, 4), *hcp = (float *)calloc(np, 4);
+    for (size_t i = 0; i < nt; i++) {
+        htk[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
+        htq[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
+    }
+    auto el = [&](const uint16_t *t, int b, int i, int h, int d) { return (double)from_h(t[(((size_t)b * L + i) * H + h) * 64 + d]); };
+    auto tb = [&](const uint16_t *t, int h, int sd, int d) { return (double)from_h(t[(size_t)h * 128 + 64 * sd + d]); };
+    if (R)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int sd = 0; sd < 2; sd++)
+                    for (int i = 0; i < L; i++) {
+                        double cq = 0, ck = 0;
+                        for (int d = 0; d < 64; d++) {
+                            cq += el(hq, b, i, h, d) * tb(htk, h, sd, d);
+                            ck += el(hk, b, i, h, d) * tb(htq, h, sd, d);
+                        }
+                        hrp[(((size_t)b * H + h) * 2 + sd) * L + i] = (float)cq;
+                        hcp[(((size_t)b * H + h) * 2 + sd) * L + i] = (float)ck;
+                    }
+    double *rdq = 0, *rdk = 0, *rdv = 0, *rpk = 0, *rpq = 0;
     if (check) {
         /* float64 reference: S, lse, P, O, D, dP, dS, then dQ, dK, dV per (b, h) */
         rdq = (double *)calloc(n, sizeof(double));
         rdk = (double *)calloc(n, sizeof(double));
         rdv = (double *)calloc(n, sizeof(double));
+        rpk = (double *)calloc(nt, sizeof(double));
+        rpq = (double *)calloc(nt, sizeof(double));
         double *p = (double *)malloc((size_t)L * L * sizeof(double));
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
@@ -268,6 +414,9 @@ static int run(int B, int L, int H, int check, int reps)
                     for (int j = 0; j < L; j++) {
                         double s = 0;
                         for (int d = 0; d < 64; d++) s += at(hq, i, d) * at(hk, j, d);
+                        const int sd = R && i - j >= R ? 1 : R && i - j <= -R ? 0 : -1;
+                        if (sd >= 0) /* c2p + p2c at the saturated slot */
+                            for (int d = 0; d < 64; d++) s += at(hq, i, d) * tb(htk, h, sd, d) + at(hk, j, d) * tb(htq, h, sd, d);
                         p[(size_t)i * L + j] = s * scale;
                         mx = fmax(mx, s * scale);
                     }
@@ -288,10 +437,15 @@ static int run(int B, int L, int H, int check, int reps)
                         double dp = 0;
                         for (int d = 0; d < 64; d++) dp += at(ho, i, d) * at(hv, j, d);
                         const double ds = pij * (dp - di);
+                        const int sd = R && i - j >= R ? 1 : R && i - j <= -R ? 0 : -1;
                         for (int d = 0; d < 64; d++) {
-                            rdq[idx(i, d)] += ds * at(hk, j, d) * scale;
-                            rdk[idx(j, d)] += ds * at(hq, i, d) * scale;
+                            rdq[idx(i, d)] += ds * (at(hk, j, d) + (sd >= 0 ? tb(htk, h, sd, d) : 0.0)) * scale;
+                            rdk[idx(j, d)] += ds * (at(hq, i, d) + (sd >= 0 ? tb(htq, h, sd, d) : 0.0)) * scale;
                             rdv[idx(j, d)] += pij * at(ho, i, d);
+                            if (sd >= 0) {
+                                rpk[(size_t)h * 128 + 64 * sd + d] += ds * at(hq, i, d) * scale;
+                                rpq[(size_t)h * 128 + 64 * sd + d] += ds * at(hk, j, d) * scale;
+                            }
                         }
                     }
                 }
@@ -301,7 +455,22 @@ static int run(int B, int L, int H, int check, int reps)
         for (size_t i = 0; i < nr; i++) hl[i] = logf((float)L) + 0.5f, hd[i] = 0.01f;
     }
     uint16_t *dq_, *dk_, *dv_, *do_, *gq, *gk, *gv;
-    float *dl, *dd;
+    float *dl, *dd, *drp, *dcp, *dtq, *dtk2;
+    uint16_t *dtk, *dtq16;
+    const dim3 grid((unsigned)(L / 128), (unsigned)H, (unsigned)B);
+    const int ncta = (int)(grid.x * grid.y * grid.z);
+    PCK(cudaMalloc((void **)&drp, np * 4));
+    PCK(cudaMalloc((void **)&dcp, np * 4));
+    PCK(cudaMalloc((void **)&dtk, nt * 2));
+    PCK(cudaMalloc((void **)&dtq16, nt * 2));
+    PCK(cudaMalloc((void **)&dtq, (size_t)ncta * 8 * 128 * 4));
+    PCK(cudaMalloc((void **)&dtk2, (size_t)ncta * 8 * 128 * 4));
+    PCK(cudaMemcpy(drp, hrp, np * 4, cudaMemcpyHostToDevice));
+    PCK(cudaMemcpy(dcp, hcp, np * 4, cudaMemcpyHostToDevice));
+    PCK(cudaMemcpy(dtk, htk, nt * 2, cudaMemcpyHostToDevice));
+    PCK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
+    PCK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
+    PCK(cudaMemset(dtk2, 0xFF, (size_t)ncta * 8 * 128 * 4));
     PCK(cudaMalloc((void **)&dq_, n * 2));
     PCK(cudaMalloc((void **)&dk_, n * 2));
     PCK(cudaMalloc((void **)&dv_, n * 2));
@@ -334,6 +503,13 @@ static int run(int B, int L, int H, int check, int reps)
     a.dq = gq;
     a.dk = gk;
     a.dv = gv;
+    a.rps = drp;
+    a.cps = dcp;
+    a.tk = dtk;
+    a.tq = dtq16;
+    a.dtab[0] = dtq; /* dpk partials (dq kernel) */
+    a.dtab[1] = dtk2; /* dpq partials (dkdv kernel) */
+    a.R = R;
     a.B = B;
     a.L = L;
     a.H = H;
@@ -342,7 +518,6 @@ static int run(int B, int L, int H, int check, int reps)
     typedef void (*kfn)(proto_maps, proto_args);
     const kfn kern[2] = {dattn_proto_ws_dq, dattn_proto_ws_dkdv};
     const char *kname[2] = {"dq", "dkdv"};
-    const dim3 grid((unsigned)(L / 128), (unsigned)H, (unsigned)B);
     for (int k = 0; k < 2; k++) {
         const kfn kf = kern[k];
         PCK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, P_SMEM));
@@ -352,9 +527,21 @@ static int run(int B, int L, int H, int check, int reps)
     PCK(cudaDeviceSynchronize());
     int bad = 0;
     if (check) {
-        const int nbad = check_one("dQ", gq, rdq, n) + check_one("dK", gk, rdk, n) + check_one("dV", gv, rdv, n);
-        printf("%d passed, %d failed\n", 3 - nbad, nbad);
+        int nbad = check_one("dQ", gq, rdq, n) + check_one("dK", gk, rdk, n) + check_one("dV", gv, rdv, n), ncase = 3;
+        if (R) {
+            double *got = (double *)malloc(nt * sizeof(double));
+            sum_parts(dtq, ncta, (int)grid.x, H, got);
+            nbad += check_tab("dPK", got, rpk, nt);
+            sum_parts(dtk2, ncta, (int)grid.x, H, got);
+            nbad += check_tab("dPQ", got, rpq, nt);
+            ncase += 2;
+            free(got);
+        }
+        n_pass += ncase - nbad;
+        n_fail += nbad;
         bad = nbad;
+        free(rpk);
+        free(rpq);
         free(rdq);
         free(rdk);
         free(rdv);
@@ -374,8 +561,8 @@ static int run(int B, int L, int H, int check, int reps)
             PCK(cudaEventElapsedTime(&ms, e0, e1));
             /* products: dq kernel S, dP, dQ; dkdv kernel S, dP, dK, dV */
             const double t = ms / reps, flop = (k ? 4.0 : 3.0) * 2.0 * B * H * (double)L * L * 64;
-            printf("proto_ws_bwd %s B%d L%d H%d: %.4f ms per call (%d calls), %.1f TFLOP/s on its %d products\n",
-                   kname[k], B, L, H, t, reps, flop / t / 1e9, k ? 4 : 3);
+            printf("proto_ws_bwd %s B%d L%d H%d R%d: %.4f ms per call (%d calls), %.1f TFLOP/s on its %d products\n",
+                   kname[k], B, L, H, R, t, reps, flop / t / 1e9, k ? 4 : 3);
         }
         PCK(cudaEventDestroy(e0));
         PCK(cudaEventDestroy(e1));
@@ -393,6 +580,16 @@ static int run(int B, int L, int H, int check, int reps)
     cudaFree(gv);
     cudaFree(dl);
     cudaFree(dd);
+    cudaFree(drp);
+    cudaFree(dcp);
+    cudaFree(dtk);
+    cudaFree(dtq16);
+    cudaFree(dtq);
+    cudaFree(dtk2);
+    free(htk);
+    free(htq);
+    free(hrp);
+    free(hcp);
     free(hq);
     free(hk);
     free(hv);
@@ -415,8 +612,16 @@ int main(int argc, char **argv)
         printf("proto_ws_bwd: compute capability %d.%d, the prototype needs 9.0 (sm_90a): skipped\n", major, minor);
         return 77;
     }
-    if (argc >= 2 && !strcmp(argv[1], "--check")) return run(1, 256, 2, 1, 0);
-    if (argc >= 4 && !strcmp(argv[1], "--bench")) return run(atoi(argv[2]), atoi(argv[3]), 12, 0, argc >= 5 ? atoi(argv[4]) : 20);
-    fprintf(stderr, "usage: proto_ws_bwd --check | --bench B L [N]\n");
+    /* --check: the core alone (L 256), then with the saturated zone's position terms at R = 100
+     * (L 512: tiles wholly saturated on both sides, tiles straddling R, tiles without) */
+    if (argc >= 2 && !strcmp(argv[1], "--check")) {
+        run(1, 256, 2, 0, 1, 0);
+        run(1, 512, 2, 100, 1, 0);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
+    if (argc >= 4 && !strcmp(argv[1], "--bench"))
+        return run(atoi(argv[2]), atoi(argv[3]), 12, argc >= 6 ? atoi(argv[5]) : 512, 0, argc >= 5 ? atoi(argv[4]) : 20);
+    fprintf(stderr, "usage: proto_ws_bwd --check | --bench B L [N [R]]   (R: saturation distance, 0 = no position terms; default 512)\n");
     return 2;
 }
