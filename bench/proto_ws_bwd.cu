@@ -30,8 +30,9 @@
  * partials (deterministic; summed on the host). The log and linear zones' terms are not there:
  * with R > 0 the function is DeBERTa's attention without them (the reference computes that).
  *
- *   proto_ws_bwd --check           both kernels against a float64 reference on the host: B1 L256
- *                                   H2 without position terms, B1 L512 H2 with them at R = 100
+ *   proto_ws_bwd --check           both kernels against a float64 reference on the host: B2 L256
+ *                                   H2 without position terms, B1 L512 H2 and B2 L384 H1 with them
+ *                                   at R = 100
  *                                   (exit 1 on a mismatch, 77 without a compute capability 9.0
  *                                   GPU)
  *   proto_ws_bwd --bench B L [N [R]]  N (default 20) timed launches of each kernel at H 12, R
@@ -613,10 +614,11 @@ int main(int argc, char **argv)
         return 77;
     }
     /* --check: the core alone (L 256), then with the saturated zone's position terms at R = 100
-     * (L 512: tiles wholly saturated on both sides, tiles straddling R, tiles without) */
+     * (L 512 / 384: tiles wholly saturated on both sides, tiles straddling R, tiles without) */
     if (argc >= 2 && !strcmp(argv[1], "--check")) {
-        run(1, 256, 2, 0, 1, 0);
+        run(2, 256, 2, 0, 1, 0); /* (two sequences: the maps' outer coordinate, the planes' batch) */
         run(1, 512, 2, 100, 1, 0);
+        run(2, 384, 1, 100, 1, 0);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
