@@ -114,8 +114,8 @@ TEST_BINS += $(CU_TEST_BINS)
 # bench/proto_*.cu: kernel prototypes (bench only, not in the library), built with the tests so
 # that they keep compiling; run by scripts/gpu_check.sh (--check) and by hand (--bench)
 PROTO_BINS := $(patsubst bench/%.cu,$(BUILD)/bench/%,$(wildcard bench/proto_*.cu))
-$(PROTO_BINS): $(BUILD)/bench/%: bench/%.cu $(wildcard src/cuda/*.cuh) | $(BUILD)/bench
-	$(NVCC) $(NVFLAGS) $(CUDA_ARCHS_SM90) -Isrc/cuda -o $@ $<
+$(PROTO_BINS): $(BUILD)/bench/%: bench/%.cu $(wildcard src/cuda/*.cuh tests/*.h) | $(BUILD)/bench
+	$(NVCC) $(NVFLAGS) $(CUDA_ARCHS_SM90) -Isrc/cuda -Itests -o $@ $<
 $(BUILD)/bench:
 	mkdir -p $@
 endif

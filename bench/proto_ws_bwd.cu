@@ -50,14 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PCK(x)                                                                                 \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(2);                                                                           \
-        }                                                                                      \
-    } while (0)
+#include "tsm90.h" /* tests/: tsm90_need (the sm_90 gate, exit 77) and CK (a failing CUDA call exits) */
 
 struct proto_maps {
     CUtensorMap q, k, v, o; /* o: dO */
@@ -304,7 +297,7 @@ static float from_h(uint16_t u)
 static int check_one(const char *name, const uint16_t *dev, const double *ref, size_t n)
 {
     uint16_t *h = (uint16_t *)malloc(n * 2);
-    PCK(cudaMemcpy(h, dev, n * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h, dev, n * 2, cudaMemcpyDeviceToHost));
     double mref = 0, merr = 0;
     for (size_t i = 0; i < n; i++) mref = fmax(mref, fabs(ref[i]));
     int bad = 0;
@@ -328,7 +321,7 @@ static int n_pass, n_fail; /* --check: gradients within the bound, and not */
 static void sum_parts(const float *dev, int ncta, int gx, int H, double *out /* [H][2][64] */)
 {
     float *h = (float *)malloc((size_t)ncta * 8 * 128 * 4);
-    PCK(cudaMemcpy(h, dev, (size_t)ncta * 8 * 128 * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h, dev, (size_t)ncta * 8 * 128 * 4, cudaMemcpyDeviceToHost));
     memset(out, 0, (size_t)H * 128 * sizeof(double));
     for (int cta = 0; cta < ncta; cta++)
         for (int w = 0; w < 8; w++)
@@ -460,43 +453,43 @@ static int run(int B, int L, int H, int R, int check, int reps)
     uint16_t *dtk, *dtq16;
     const dim3 grid((unsigned)(L / 128), (unsigned)H, (unsigned)B);
     const int ncta = (int)(grid.x * grid.y * grid.z);
-    PCK(cudaMalloc((void **)&drp, np * 4));
-    PCK(cudaMalloc((void **)&dcp, np * 4));
-    PCK(cudaMalloc((void **)&dtk, nt * 2));
-    PCK(cudaMalloc((void **)&dtq16, nt * 2));
-    PCK(cudaMalloc((void **)&dtq, (size_t)ncta * 8 * 128 * 4));
-    PCK(cudaMalloc((void **)&dtk2, (size_t)ncta * 8 * 128 * 4));
-    PCK(cudaMemcpy(drp, hrp, np * 4, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dcp, hcp, np * 4, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dtk, htk, nt * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
-    PCK(cudaMemset(dtk2, 0xFF, (size_t)ncta * 8 * 128 * 4));
-    PCK(cudaMalloc((void **)&dq_, n * 2));
-    PCK(cudaMalloc((void **)&dk_, n * 2));
-    PCK(cudaMalloc((void **)&dv_, n * 2));
-    PCK(cudaMalloc((void **)&do_, n * 2));
-    PCK(cudaMalloc((void **)&gq, n * 2));
-    PCK(cudaMalloc((void **)&gk, n * 2));
-    PCK(cudaMalloc((void **)&gv, n * 2));
-    PCK(cudaMalloc((void **)&dl, nr * 4));
-    PCK(cudaMalloc((void **)&dd, nr * 4));
-    PCK(cudaMemcpy(dq_, hq, n * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dk_, hk, n * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dv_, hv, n * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(do_, ho, n * 2, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dl, hl, nr * 4, cudaMemcpyHostToDevice));
-    PCK(cudaMemcpy(dd, hd, nr * 4, cudaMemcpyHostToDevice));
-    PCK(cudaMemset(gq, 0xFF, n * 2)); /* poisoned */
-    PCK(cudaMemset(gk, 0xFF, n * 2));
-    PCK(cudaMemset(gv, 0xFF, n * 2));
+    CK(cudaMalloc((void **)&drp, np * 4));
+    CK(cudaMalloc((void **)&dcp, np * 4));
+    CK(cudaMalloc((void **)&dtk, nt * 2));
+    CK(cudaMalloc((void **)&dtq16, nt * 2));
+    CK(cudaMalloc((void **)&dtq, (size_t)ncta * 8 * 128 * 4));
+    CK(cudaMalloc((void **)&dtk2, (size_t)ncta * 8 * 128 * 4));
+    CK(cudaMemcpy(drp, hrp, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dcp, hcp, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dtk, htk, nt * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
+    CK(cudaMemset(dtk2, 0xFF, (size_t)ncta * 8 * 128 * 4));
+    CK(cudaMalloc((void **)&dq_, n * 2));
+    CK(cudaMalloc((void **)&dk_, n * 2));
+    CK(cudaMalloc((void **)&dv_, n * 2));
+    CK(cudaMalloc((void **)&do_, n * 2));
+    CK(cudaMalloc((void **)&gq, n * 2));
+    CK(cudaMalloc((void **)&gk, n * 2));
+    CK(cudaMalloc((void **)&gv, n * 2));
+    CK(cudaMalloc((void **)&dl, nr * 4));
+    CK(cudaMalloc((void **)&dd, nr * 4));
+    CK(cudaMemcpy(dq_, hq, n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dk_, hk, n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dv_, hv, n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(do_, ho, n * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dl, hl, nr * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dd, hd, nr * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(gq, 0xFF, n * 2)); /* poisoned */
+    CK(cudaMemset(gk, 0xFF, n * 2));
+    CK(cudaMemset(gv, 0xFF, n * 2));
     proto_maps M;
     int rf = 0;
     const int64_t os = (int64_t)L * H * 64, rs = (int64_t)H * 64, hs = 64;
-    PCK(dattn_tma_rows_map(&M.q, &rf, dq_, B, L, H, os, rs, hs, 64));
-    PCK(dattn_tma_rows_map(&M.k, &rf, dk_, B, L, H, os, rs, hs, 64));
-    PCK(dattn_tma_rows_map(&M.v, &rf, dv_, B, L, H, os, rs, hs, 64));
-    PCK(dattn_tma_rows_map(&M.o, &rf, do_, B, L, H, os, rs, hs, 64));
+    CK(dattn_tma_rows_map(&M.q, &rf, dq_, B, L, H, os, rs, hs, 64));
+    CK(dattn_tma_rows_map(&M.k, &rf, dk_, B, L, H, os, rs, hs, 64));
+    CK(dattn_tma_rows_map(&M.v, &rf, dv_, B, L, H, os, rs, hs, 64));
+    CK(dattn_tma_rows_map(&M.o, &rf, do_, B, L, H, os, rs, hs, 64));
     M.rf = rf;
     proto_args a;
     a.lse = dl;
@@ -521,11 +514,11 @@ static int run(int B, int L, int H, int R, int check, int reps)
     const char *kname[2] = {"dq", "dkdv"};
     for (int k = 0; k < 2; k++) {
         const kfn kf = kern[k];
-        PCK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, P_SMEM));
+        CK(cudaFuncSetAttribute(kf, cudaFuncAttributeMaxDynamicSharedMemorySize, P_SMEM));
         kf<<<grid, 384, P_SMEM, 0>>>(M, a);
-        PCK(cudaGetLastError());
+        CK(cudaGetLastError());
     }
-    PCK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     int bad = 0;
     if (check) {
         int nbad = check_one("dQ", gq, rdq, n) + check_one("dK", gk, rdk, n) + check_one("dV", gv, rdv, n), ncase = 3;
@@ -550,23 +543,23 @@ static int run(int B, int L, int H, int R, int check, int reps)
 #ifndef DATTN_EMU_CUDA_RUNTIME_H
     if (reps > 0) {
         cudaEvent_t e0, e1;
-        PCK(cudaEventCreate(&e0));
-        PCK(cudaEventCreate(&e1));
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
         for (int k = 0; k < 2; k++) {
-            PCK(cudaEventRecord(e0));
+            CK(cudaEventRecord(e0));
             const kfn kf = kern[k];
             for (int r = 0; r < reps; r++) kf<<<grid, 384, P_SMEM, 0>>>(M, a);
-            PCK(cudaEventRecord(e1));
-            PCK(cudaEventSynchronize(e1));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
             float ms = 0;
-            PCK(cudaEventElapsedTime(&ms, e0, e1));
+            CK(cudaEventElapsedTime(&ms, e0, e1));
             /* products: dq kernel S, dP, dQ; dkdv kernel S, dP, dK, dV */
             const double t = ms / reps, flop = (k ? 4.0 : 3.0) * 2.0 * B * H * (double)L * L * 64;
             printf("proto_ws_bwd %s B%d L%d H%d R%d: %.4f ms per call (%d calls), %.1f TFLOP/s on its %d products\n",
                    kname[k], B, L, H, R, t, reps, flop / t / 1e9, k ? 4 : 3);
         }
-        PCK(cudaEventDestroy(e0));
-        PCK(cudaEventDestroy(e1));
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
     }
 #else
     (void)reps;
@@ -602,17 +595,7 @@ static int run(int B, int L, int H, int R, int check, int reps)
 
 int main(int argc, char **argv)
 {
-    int ndev = 0, major = 0, minor = 0;
-    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-        printf("proto_ws_bwd: no CUDA device: skipped\n");
-        return 77;
-    }
-    PCK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0));
-    PCK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0));
-    if (major != 9 || minor != 0) {
-        printf("proto_ws_bwd: compute capability %d.%d, the prototype needs 9.0 (sm_90a): skipped\n", major, minor);
-        return 77;
-    }
+    if (tsm90_need("proto_ws_bwd")) return 77;
     /* --check: the core alone (L 256), then with the saturated zone's position terms at R = 100
      * (L 512 / 384: tiles wholly saturated on both sides, tiles straddling R, tiles without) */
     if (argc >= 2 && !strcmp(argv[1], "--check")) {

@@ -30,7 +30,7 @@ protos() { # the kernel prototypes of bench/ (bench/proto_*.cu) against the emul
     [ -f "$f" ] || continue
     p=$(basename "$f" .cu)
     python3 "$ROOT/tests/emu/transform.py" "$f" >"$OUT/src/$p.cu"
-    g++ $XXF -I"$OUT/src/cuda" -x c++ -c "$OUT/src/$p.cu" -o "$OUT/obj/$p.o"
+    g++ $XXF -I"$OUT/src/cuda" -I"$ROOT/tests" -x c++ -c "$OUT/src/$p.cu" -o "$OUT/obj/$p.o"
     g++ -o "$OUT/$p" "$OUT/obj/$p.o" "$OUT/obj/emu.o" -fopenmp -lm $XF
   done
 }
