@@ -30,13 +30,16 @@ run build make -j"$JOBS" lib
 run ctest make -j"$JOBS" test
 count "$log/ctest" || nf=$((nf + 1))
 # the kernel prototypes of bench/ (bench/proto_*.cu) on the host emulation of the GPU
-# (tests/emu: TMA, mbarriers and wgmma modelled), against their float64 references: seconds
+# (tests/emu: TMA, mbarriers and wgmma modelled), against their float64 references, with the
+# bulk copies landing when issued and when waited for (DATTN_EMU_TMA_LATE): seconds
 run emu-build env EMU_PROTOS_ONLY=1 sh tests/emu/build.sh "$log/emu"
 for p in "$log"/emu/proto_*; do
   [ -x "$p" ] || continue
-  n=emu-$(basename "$p")
-  run "$n" "$p" --check
-  count "$log/$n" || nf=$((nf + 1))
+  for late in 0 1; do
+    n=emu-$(basename "$p")-late$late
+    run "$n" env DATTN_EMU_TMA_LATE=$late "$p" --check
+    count "$log/$n" || nf=$((nf + 1))
+  done
 done
 run asan make -j"$JOBS" asan
 grep -qE '^[0-9]+ passed, 0 failed' "$log/asan" || nf=$((nf + 1))

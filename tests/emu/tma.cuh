@@ -11,13 +11,21 @@
  * arrivals, then a signed 32-bit transaction count. A phase completes when no arrival and no
  * transaction byte is pending; mbar_wait(parity) yields the emulated thread until the phase of
  * that parity has completed. The emulation checks the protocol (a wait that can never end
- * deadlocks the emulated block, as on the GPU), not the timing: copies land early. */
+ * deadlocks the emulated block, as on the GPU), and the two extremes of the timing:
+ *   by default a copy lands when issued (early: a buffer overwritten while others still read
+ *     it shows as wrong results);
+ *   with DATTN_EMU_TMA_LATE=1 a copy reads its source when issued but lands only when a thread
+ *     waits for its barrier's phase (late: a read of the buffer without that wait sees the old
+ *     bytes). A copy never waited for, found when the next block starts copying, aborts. */
 #ifndef DATTN_CUDA_TMA_CUH
 #define DATTN_CUDA_TMA_CUH
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <vector>
 
 #include "ptx.cuh"
 
@@ -113,9 +121,51 @@ DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
     if (issue) mbar_arrive_expect_tx(bar, bytes);
 }
 
+/* DATTN_EMU_TMA_LATE=1: copies issued but not landed (the block's shared memory, the barrier,
+ * the destination bytes already placed by the swizzle: offset and 16 bytes each) */
+struct emu_tma_copy {
+    char *smem;
+    uint32_t bar;
+    std::vector<std::pair<uint32_t, std::vector<char>>> chunks;
+};
+inline std::vector<emu_tma_copy> emu_tma_pending;
+
+static inline int emu_tma_late(void)
+{
+    static const int late = getenv("DATTN_EMU_TMA_LATE") && atoi(getenv("DATTN_EMU_TMA_LATE")) != 0;
+    return late;
+}
+
+/* lands the pending copies of barrier bar (their bytes complete its transactions) */
+static inline void emu_tma_land(uint32_t bar)
+{
+    for (size_t i = 0; i < emu_tma_pending.size();) {
+        emu_tma_copy &c = emu_tma_pending[i];
+        if (c.smem != emu_smem_base()) emu_fail("emulated TMA: a bulk copy of an earlier block was never waited for");
+        if (c.bar != bar) {
+            i++;
+            continue;
+        }
+        uint32_t bytes = 0;
+        for (auto &ch : c.chunks) {
+            memcpy(emu_smem_base() + ch.first, ch.second.data(), ch.second.size());
+            bytes += (uint32_t)ch.second.size();
+        }
+        uint32_t *w = emu_mbar(bar);
+        w[1] = (uint32_t)((int32_t)w[1] - (int32_t)bytes);
+        emu_mbar_complete(bar);
+        emu_tma_pending.erase(emu_tma_pending.begin() + (long)i);
+    }
+}
+
 DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
 {
-    while ((emu_mbar(bar)[0] >> 31) == (parity & 1u)) emu_yield();
+    const int late = emu_tma_late();
+    if (late) emu_tma_land(bar);
+    while ((emu_mbar(bar)[0] >> 31) == (parity & 1u)) {
+        emu_yield();
+        if (late) emu_tma_land(bar); /* (copies issued while this thread waited) */
+    }
 }
 
 DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
@@ -124,6 +174,14 @@ DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, 
     memcpy(&m, map, sizeof m);
     const int c[4] = {c0, c1, c2, c3};
     const uint32_t rowb = m.box[0] * 2; /* bytes of one box row */
+    const int late = emu_tma_late();
+    emu_tma_copy lc;
+    if (late) {
+        for (auto &p : emu_tma_pending)
+            if (p.smem != emu_smem_base()) emu_fail("emulated TMA: a bulk copy of an earlier block was never waited for");
+        lc.smem = emu_smem_base();
+        lc.bar = bar;
+    }
     uint32_t r = 0;
     for (uint32_t i3 = 0; i3 < m.box[3]; i3++)
         for (uint32_t i2 = 0; i2 < m.box[2]; i2++)
@@ -136,11 +194,17 @@ DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, 
                 for (uint32_t ch = 0; ch < rowb / 16; ch++) {
                     const uint32_t a = dst + r * rowb + ch * 16;
                     const uint32_t sw = (a & ~0x70u) | ((((a >> 4) & 7u) ^ ((a >> 7) & 7u)) << 4);
-                    char *d = emu_smem_base() + sw;
-                    if (in && (uint64_t)(c[0] + 8 * (int)ch) < m.dims[0]) memcpy(d, src + ch * 16, 16);
-                    else memset(d, 0, 16);
+                    char v[16];
+                    if (in && (uint64_t)(c[0] + 8 * (int)ch) < m.dims[0]) memcpy(v, src + ch * 16, 16);
+                    else memset(v, 0, 16);
+                    if (late) lc.chunks.emplace_back(sw, std::vector<char>(v, v + 16));
+                    else memcpy(emu_smem_base() + sw, v, 16);
                 }
             }
+    if (late) { /* lands, and completes its bytes, when its barrier is waited for */
+        emu_tma_pending.push_back(std::move(lc));
+        return;
+    }
     uint32_t *w = emu_mbar(bar);
     w[1] = (uint32_t)((int32_t)w[1] - (int32_t)(r * rowb));
     emu_mbar_complete(bar);
