@@ -85,6 +85,50 @@ enum {
     P_SMEM = P_BAR + 64 + 1024
 };
 
+/* One tile's P and dS from the products sa = X Y^T and dp = Z W^T of a warpgroup (a thread's
+ * elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e & 1)), packed as wgmma A
+ * operands af (dS) and pf (P, dkdv kernel). Z, the tile's place against the saturated zone: 0
+ * none of its pairs in it, 1 all on the negative side (i - j <= -R), 2 all on the positive side
+ * (i - j >= R), 3 straddling: each pair tested, r0 + ... its r = i - j for row g, column 2 c
+ * (dkdv kernel: j - i with the roles swapped); c2 = 2 c. rc: the rows' saturated constants, cf[128 + 64
+ * side + col] the columns'; rs gathers the rows' dS sums per side. */
+template <int KV, int Z>
+__device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], const float *cf,
+                                        const float (&rl2)[2], const float (&rd)[2], const float (&rc)[2][2],
+                                        float (&rs)[2][2], uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int r0,
+                                        int c2, int R, float sl2)
+{
+    for (int nb = 0; nb < 8; nb++) {
+        float ds[4], pp[4];
+        for (int e = 0; e < 4; e++) {
+            const int col = 8 * nb + c2 + (e & 1);
+            const float l2 = KV ? cf[col] : rl2[e >> 1], d = KV ? cf[64 + col] : rd[e >> 1];
+            float sc = sa[nb][e];
+            int side = Z == 2 ? 1 : Z == 1 ? 0 : -1;
+            if constexpr (Z == 3) {
+                /* r = i - j of the pair (dkdv kernel: rows are keys, r = col - row) */
+                const int r = KV ? r0 + 8 * nb + (e & 1) + c2 - 8 * (e >> 1) : r0 + 8 * (e >> 1) - 8 * nb - c2 - (e & 1);
+                side = r >= R ? 1 : r <= -R ? 0 : -1;
+            }
+            if constexpr (Z != 0)
+                /* (selects, not rc[side]: a register array indexed at run time goes to local memory) */
+                if (side >= 0) sc += (side == 1 ? rc[1][e >> 1] : rc[0][e >> 1]) + cf[128 + 64 * side + col];
+            pp[e] = ex2f(fmaf(sc, sl2, -l2));
+            ds[e] = pp[e] * (dp[nb][e] - d);
+            if constexpr (Z != 0) {
+                if (side == 1) rs[1][e >> 1] += ds[e];
+                if (side == 0) rs[0][e >> 1] += ds[e];
+            }
+        }
+        af[nb >> 1][2 * (nb & 1)] = pack2<0>(ds[0], ds[1]);
+        af[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(ds[2], ds[3]);
+        if constexpr (KV) {
+            pf[nb >> 1][2 * (nb & 1)] = pack2<0>(pp[0], pp[1]);
+            pf[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(pp[2], pp[3]);
+        }
+    }
+}
+
 template <int KV>
 __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_args &A)
 {
@@ -185,33 +229,17 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         const int n0 = 64 * j;
         const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
         const int zone = !A.R ? 0 : rmin >= A.R ? 2 : rmax <= -A.R ? 1 : (rmax >= A.R || rmin <= -A.R) ? 3 : 0;
-        for (int nb = 0; nb < 8; nb++) {
-            float ds[4], pp[4];
-            for (int e = 0; e < 4; e++) {
-                const int col = 8 * nb + 2 * c + (e & 1);
-                const float l2 = KV ? cf[col] : rl2[e >> 1], d = KV ? cf[64 + col] : rd[e >> 1];
-                /* side 1 / 0: the pair is in the positive / negative saturated zone (zone 2 / 1:
-                 * the whole tile; zone 3: tested per pair), -1: no position term */
-                int side = zone == 2 ? 1 : zone == 1 ? 0 : -1;
-                if (zone == 3) {
-                    const int rl = 16 * warp + g + 8 * (e >> 1), r = KV ? (n0 + col) - (rb0 + rl) : (rb0 + rl) - (n0 + col);
-                    side = r >= A.R ? 1 : r <= -A.R ? 0 : -1;
-                }
-                /* (selects, not rc[side]: a register array indexed at run time goes to local memory) */
-                const float rcv = side == 1 ? rc[1][e >> 1] : rc[0][e >> 1];
-                const float sc = side < 0 ? sa[nb][e] : sa[nb][e] + rcv + cf[128 + 64 * side + col];
-                pp[e] = ex2f(fmaf(sc, A.sl2, -l2));
-                ds[e] = pp[e] * (dp[nb][e] - d);
-                if (side == 1) rs[1][e >> 1] += ds[e];
-                if (side == 0) rs[0][e >> 1] += ds[e];
-            }
-            af[nb >> 1][2 * (nb & 1)] = pack2<0>(ds[0], ds[1]);
-            af[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(ds[2], ds[3]);
-            if constexpr (KV) {
-                pf[nb >> 1][2 * (nb & 1)] = pack2<0>(pp[0], pp[1]);
-                pf[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(pp[2], pp[3]);
-            }
-        }
+        /* (the zone is uniform over the warpgroup: one specialized body per zone, so that a
+         * tile without position terms runs the plain softmax-gradient code) */
+        if (zone == 0)
+            tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
+        else if (zone == 1)
+            tile_ds<KV, 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
+        else if (zone == 2)
+            tile_ds<KV, 2>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
+        else
+            tile_ds<KV, 3>(sa, dp, cf, rl2, rd, rc, rs, af, pf, KV ? n0 - rb0 - (16 * warp + g) : rb0 + 16 * warp + g - n0,
+                           2 * c, A.R, A.sl2);
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
         if constexpr (KV)
