@@ -60,11 +60,18 @@ struct proto_maps {
 struct proto_args {
     const float *lse, *di; /* [B][H][L]: natural-log lse, D_i = dO_i . O_i */
     uint16_t *dq, *dk, *dv; /* [B][L][H][64] */
-    /* the position terms of the saturated zone (|i - j| >= R; R = 0: none): planes [B][H][2][L]
-     * fp32 rps = q_i . pk[sat side] (c2p), cps = k_j . pq[sat side] (p2c), side 0 = sat_neg
-     * (i - j <= -R), 1 = sat_pos (i - j >= R); tk / tq = pk / pq rows [H][2][64] of the two
-     * saturated slots; dtab[KV]: per CTA and consumer warp [8][2][64] fp32 partials of
-     * dpk (dq kernel) / dpq (dkdv kernel) at those slots */
+    /* Position terms (R = 0: none). The slot map slotmap[r + L - 1] = slot(r) for |r| < L, and
+     * the tables pk, pq [H][ns][64]; the map saturates at R: slot(r) = sat slot for |r| >= R on
+     * each side (side 0: r <= -R, side 1: r >= R).
+     * Saturated tiles (all pairs of a warpgroup's 64 x 64 tile on one side) take the terms as a
+     * row plus a column constant: planes [B][H][2][L] fp32 rps = q_i . pk[sat side] (c2p), cps =
+     * k_j . pq[sat side] (p2c); tk / tq = the pk / pq rows [H][2][64] of the two sides' slots;
+     * dtab[KV]: per CTA and consumer warp [8][2][64] fp32 partials of dpk (dq kernel) / dpq
+     * (dkdv kernel) at those slots, from the saturated tiles' pairs only.
+     * Band tiles (every other tile) gather every pair's terms from window products. */
+    const int *slotmap;
+    const uint16_t *pk, *pq;
+    int ns;
     const float *rps, *cps;
     const uint16_t *tk, *tq;
     float *dtab[2];
@@ -72,31 +79,44 @@ struct proto_args {
     float scale, sl2; /* 1 / sqrt(64 f), scale * log2(e) */
 };
 
-/* shared memory (offsets from a 1024-byte-aligned base): X, Z [128][64]; Y, W [2 stages][64][64];
- * the column facts [2 stages][4][64] fp32 (lse * log2 e and D: dkdv kernel; the column plane
- * of each saturated side: with position terms); the barriers */
+/* Shared memory (offsets from a 1024-byte-aligned base):
+ *   X, Z [128][64]; Y, W [2 stages][64][64] (fp16, 128-byte swizzled, sm90.cuh's layout);
+ *   RR, RC: rings of 4 blocks of 64 table rows (fp16 [64][64] each, the same layout): the
+ *     window rows of the row-side table (dq kernel pk, dkdv kernel pq) and of the column-side
+ *     one; block a holds the rows of r = sgn (m0 - 64 a + t + 65), t = 0..63 (sgn = 1 in the dq
+ *     kernel, -1 in the dkdv kernel, whose rows are keys), in ring slot a % 4;
+ *   C: per consumer warpgroup, the skewed dS of a band tile, C[row][u] = dS[row][row - u + 63]
+ *     (fp16 [64][128], two 64-column panels, zero where no column maps);
+ *   D: per consumer warpgroup, [64][72] fp32: a band tile's gathered window products;
+ *   CF: the column facts [2 stages][4][64] fp32 (lse * log2 e and D: dkdv kernel; the column
+ *     plane of each saturated side: with position terms); the barriers. */
 enum {
     P_X = 0,
     P_Z = 16384,
     P_Y = 32768,
     P_W = 49152,
-    P_CF = 65536,
+    P_RR = 65536,
+    P_RC = P_RR + 32768,
+    P_C = P_RC + 32768,
+    P_D = P_C + 32768,
+    D_PITCH = 72, /* floats: the gather's stores 2-way, its 64-bit reads conflict-free */
+    P_CF = P_D + 2 * 64 * D_PITCH * 4,
     P_BAR = P_CF + 2048,
     P_SMEM = P_BAR + 64 + 1024
 };
 
 /* One tile's P and dS from the products sa = X Y^T and dp = Z W^T of a warpgroup (a thread's
  * elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e & 1)), packed as wgmma A
- * operands af (dS) and pf (P, dkdv kernel). Z, the tile's place against the saturated zone: 0
- * none of its pairs in it, 1 all on the negative side (i - j <= -R), 2 all on the positive side
- * (i - j >= R), 3 straddling: each pair tested, r0 + ... its r = i - j for row g, column 2 c
- * (dkdv kernel: j - i with the roles swapped); c2 = 2 c. rc: the rows' saturated constants, cf[128 + 64
- * side + col] the columns'; rs gathers the rows' dS sums per side. */
+ * operands af (dS) and pf (P, dkdv kernel). Z, the tile's class: 0 no position term (or sa
+ * already holds them: a band tile, whose dS also goes to the skewed C tile at cb, a shared
+ * address), 1 all pairs on the saturated zone's negative side, 2 all on the positive side.
+ * rl0 = 16 warp + g, c2 = 2 c. rc: the rows' saturated constants, cf[128 + 64 side + col] the
+ * columns'; rs gathers the rows' dS sums per side. */
 template <int KV, int Z>
 __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], const float *cf,
                                         const float (&rl2)[2], const float (&rd)[2], const float (&rc)[2][2],
-                                        float (&rs)[2][2], uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int r0,
-                                        int c2, int R, float sl2)
+                                        float (&rs)[2][2], uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0,
+                                        int c2, float sl2, char *cb)
 {
     for (int nb = 0; nb < 8; nb++) {
         float ds[4], pp[4];
@@ -104,21 +124,10 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
             const int col = 8 * nb + c2 + (e & 1);
             const float l2 = KV ? cf[col] : rl2[e >> 1], d = KV ? cf[64 + col] : rd[e >> 1];
             float sc = sa[nb][e];
-            int side = Z == 2 ? 1 : Z == 1 ? 0 : -1;
-            if constexpr (Z == 3) {
-                /* r = i - j of the pair (dkdv kernel: rows are keys, r = col - row) */
-                const int r = KV ? r0 + 8 * nb + (e & 1) + c2 - 8 * (e >> 1) : r0 + 8 * (e >> 1) - 8 * nb - c2 - (e & 1);
-                side = r >= R ? 1 : r <= -R ? 0 : -1;
-            }
-            if constexpr (Z != 0)
-                /* (selects, not rc[side]: a register array indexed at run time goes to local memory) */
-                if (side >= 0) sc += (side == 1 ? rc[1][e >> 1] : rc[0][e >> 1]) + cf[128 + 64 * side + col];
+            if constexpr (Z == 1 || Z == 2) sc += rc[Z - 1][e >> 1] + cf[128 + 64 * (Z - 1) + col];
             pp[e] = ex2f(fmaf(sc, sl2, -l2));
             ds[e] = pp[e] * (dp[nb][e] - d);
-            if constexpr (Z != 0) {
-                if (side == 1) rs[1][e >> 1] += ds[e];
-                if (side == 0) rs[0][e >> 1] += ds[e];
-            }
+            if constexpr (Z == 1 || Z == 2) rs[Z - 1][e >> 1] += ds[e];
         }
         af[nb >> 1][2 * (nb & 1)] = pack2<0>(ds[0], ds[1]);
         af[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(ds[2], ds[3]);
@@ -126,7 +135,22 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
             pf[nb >> 1][2 * (nb & 1)] = pack2<0>(pp[0], pp[1]);
             pf[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(pp[2], pp[3]);
         }
+        if (cb)
+            for (int e = 0; e < 4; e++) {
+                const int rl = rl0 + 8 * (e >> 1), u = rl - (8 * nb + c2 + (e & 1)) + 63;
+                *(uint16_t *)(cb + (u >> 6) * 8192 + rl * 128 + ((((u >> 3) & 7) ^ (rl & 7)) << 4) + (u & 7) * 2) =
+                    f2h<0>(ds[e]);
+            }
     }
+}
+
+/* Whether any pair of the tile rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band
+ * |r| < R (r = i - j; the dkdv kernel's rows are keys: r = column - row). */
+template <int KV>
+__device__ __forceinline__ int is_band(int m0, int rows, int n0, int R)
+{
+    const int rmin = KV ? n0 - (m0 + rows - 1) : m0 - (n0 + 63), rmax = KV ? n0 + 63 - m0 : m0 + rows - 1 - n0;
+    return !(rmin >= R || rmax <= -R);
 }
 
 template <int KV>
@@ -142,26 +166,33 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     if (tid == 0) {
         mbar_init(xbar, 1);
         for (int s = 0; s < 2; s++) {
-            mbar_init(full0 + 8 * s, KV || A.R ? 32 : 1); /* (every producer lane's fact stores) */
+            /* arrivals: lane 0 (with the copies' bytes); with column facts its warp's 32 lanes
+             * (releasing their stores); with position terms the producer's 128 threads (the
+             * ring rows) */
+            mbar_init(full0 + 8 * s, A.R ? 128 : KV ? 32 : 1);
             mbar_init(empty0 + 8 * s, 256);
         }
         mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
-        /* producer: lane 0 issues the copies, predicated (the warp stays converged) */
+        setmaxnreg_dec<56>();
+        if (warp != 0 && !A.R) return;
+        /* producer: lane 0 of warp 0 issues the copies, predicated (the warp stays converged) */
+        const int one = warp == 0 && lane == 0;
         if (warp == 0) {
-            const int one = lane == 0;
             mbar_arrive_expect_tx_if(one, xbar, 4 * 64 * 128);
             for (int half = 0; half < 2; half++) {
                 tma_load_rows_if(one, base + P_X + 8192 * half, mx, xbar, M.rf, h, m0 + 64 * half, b);
                 tma_load_rows_if(one, base + P_Z + 8192 * half, mz, xbar, M.rf, h, m0 + 64 * half, b);
             }
-            for (int j = 0; j < nt; j++) {
-                const int s = j & 1;
-                if (j >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((j >> 1) - 1) & 1u);
+        }
+        for (int j = 0; j < nt; j++) {
+            const int s = j & 1;
+            if (j >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((j >> 1) - 1) & 1u);
+            float *cf = (float *)(smem + P_CF + 1024 * s);
+            if (warp == 0) {
                 /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 */
-                float *cf = (float *)(smem + P_CF + 1024 * s);
                 const int64_t at = ((int64_t)b * A.H + h) * A.L + 64 * j + 2 * lane;
                 if (KV)
                     for (int e = 0; e < 2; e++) {
@@ -175,20 +206,51 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                         cf[192 + 2 * lane + e] = pl[A.L + e];
                     }
                 }
-                /* (with facts every lane arrives, releasing its stores; lane 0 with the bytes) */
-                mbar_arrive_expect_tx_if(KV || A.R || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
+            }
+            if (A.R) {
+                /* the ring blocks first needed by tile j (blocks 0 .. 2 at tile 0, then block
+                 * j + 2), each only if one of the tiles a - 2 .. a that read it is a band tile;
+                 * the slot it overwrites was last read by tile j - 2 (the stage's empty wait) */
+                for (int a = j ? j + 2 : 0; a <= j + 2; a++) {
+                    int need = 0;
+                    for (int jj = a - 2; jj <= a; jj++) need |= jj >= 0 && jj < nt && is_band<KV>(m0, 128, 64 * jj, A.R);
+                    if (!need) continue;
+                    /* thread tid: chunk tid & 7 of rows (tid >> 3) + 16 i, i = 0..3, of both tables
+                     * (row side: dq kernel pk, dkdv kernel pq) */
+                    const int ch = tid & 7;
+                    const uint16_t *tr = (KV ? A.pq : A.pk) + (int64_t)h * A.ns * 64 + 8 * ch;
+                    const uint16_t *tc = (KV ? A.pk : A.pq) + (int64_t)h * A.ns * 64 + 8 * ch;
+                    _Pragma("unroll") for (int i = 0; i < 4; i++) {
+                        const int t = (tid >> 3) + 16 * i;
+                        int r = m0 - 64 * a + t + 65;
+                        r = KV ? -r : r;
+                        r = r < 1 - A.L ? 1 - A.L : r > A.L - 1 ? A.L - 1 : r; /* (rows no pair reads) */
+                        const int64_t sl = (int64_t)A.slotmap[r + A.L - 1] * 64;
+                        const uint4 vr = *(const uint4 *)(tr + sl), vc = *(const uint4 *)(tc + sl);
+                        const uint32_t o = 8192u * (uint32_t)(a & 3) + (uint32_t)(t * 128 + ((ch ^ (t & 7)) << 4));
+                        *(uint4 *)(smem + P_RR + o) = vr;
+                        *(uint4 *)(smem + P_RC + o) = vc;
+                    }
+                }
+                fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
+            }
+            /* (with facts or ring rows every thread arrives, releasing its stores; lane 0 with
+             * the bytes) */
+            mbar_arrive_expect_tx_if(A.R || (KV && warp == 0) || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
+            if (warp == 0) {
                 tma_load_rows_if(one, base + P_Y + 8192 * s, my, full0 + 8 * s, M.rf, h, 64 * j, b);
                 tma_load_rows_if(one, base + P_W + 8192 * s, mw, full0 + 8 * s, M.rf, h, 64 * j, b);
             }
         }
         return;
     }
+    setmaxnreg_inc<224>();
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
-    const int cw = wg - 1, g = lane >> 2, c = lane & 3;
+    const int cw = wg - 1, g = lane >> 2, c = lane & 3, rl0 = 16 * warp + g;
     float rl2[2] = {0.f, 0.f}, rd[2] = {0.f, 0.f}; /* dq kernel: the rows' facts */
     if (!KV)
         for (int i = 0; i < 2; i++) {
-            const int row = m0 + 64 * cw + 16 * warp + g + 8 * i;
+            const int row = m0 + 64 * cw + rl0 + 8 * i;
             const int64_t at = ((int64_t)b * A.H + h) * A.L + row;
             rl2[i] = A.lse[at] * 1.4426950408889634f;
             rd[i] = A.di[at];
@@ -196,12 +258,18 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     /* the rows' saturated constants (dq kernel: rps, dkdv kernel: cps) and their dS sums */
     float rc[2][2] = {{0.f, 0.f}, {0.f, 0.f}}, rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [side][row] */
     const int rb0 = m0 + 64 * cw; /* the warpgroup's first row */
-    if (A.R)
+    char *cb = smem + P_C + 16384 * cw;
+    float *dg = (float *)(smem + P_D + 64 * D_PITCH * 4 * cw);
+    if (A.R) {
         for (int i = 0; i < 2; i++) {
-            const float *pl = (KV ? A.cps : A.rps) + (((int64_t)b * A.H + h) * 2) * A.L + rb0 + 16 * warp + g + 8 * i;
+            const float *pl = (KV ? A.cps : A.rps) + (((int64_t)b * A.H + h) * 2) * A.L + rb0 + rl0 + 8 * i;
             rc[0][i] = pl[0];
             rc[1][i] = pl[A.L];
         }
+        /* the C tile's zeros (u outside row .. row + 63); band tiles write the rest */
+        const uint4 zero = {0u, 0u, 0u, 0u};
+        for (int i = 0; i < 8; i++) *(uint4 *)(cb + 16 * (tid - 128 * wg + 128 * i)) = zero;
+    }
     float dx[8][4], dv[8][4]; /* (dv: dkdv kernel only) */
     for (int nb = 0; nb < 8; nb++) {
         dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
@@ -212,42 +280,111 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         const int s = j & 1;
         const uint32_t sy = base + P_Y + 8192 * s, sw = base + P_W + 8192 * s;
         mbar_wait(full0 + 8 * s, (uint32_t)(j >> 1) & 1u);
-        float sa[8][4], dp[8][4];
-        wgmma_fence();
-        for (int ks = 0; ks < 4; ks++)
-            wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
-        for (int ks = 0; ks < 4; ks++)
-            wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(sa);
-        reg_fence(dp);
-        /* dS (and P, dkdv kernel) as A operands over the tile's columns 16 kk .. 16 kk + 15 */
-        uint32_t af[4][4], pf[4][4];
-        const float *cf = (const float *)(smem + P_CF + 1024 * s);
-        /* the warpgroup's tile against the saturated zone: r = i - j over its 64 x 64 pairs */
+        /* the warpgroup's tile against the position zones */
         const int n0 = 64 * j;
         const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
-        const int zone = !A.R ? 0 : rmin >= A.R ? 2 : rmax <= -A.R ? 1 : (rmax >= A.R || rmin <= -A.R) ? 3 : 0;
-        /* (the zone is uniform over the warpgroup: one specialized body per zone, so that a
-         * tile without position terms runs the plain softmax-gradient code) */
-        if (zone == 0)
-            tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
-        else if (zone == 1)
-            tile_ds<KV, 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
-        else if (zone == 2)
-            tile_ds<KV, 2>(sa, dp, cf, rl2, rd, rc, rs, af, pf, 0, 2 * c, A.R, A.sl2);
-        else
-            tile_ds<KV, 3>(sa, dp, cf, rl2, rd, rc, rs, af, pf, KV ? n0 - rb0 - (16 * warp + g) : rb0 + 16 * warp + g - n0,
-                           2 * c, A.R, A.sl2);
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
-        if constexpr (KV)
-            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
-        wgmma_commit();
-        wgmma_wait<0>();
-        reg_fence(dx);
-        if constexpr (KV) reg_fence(dv);
+        const int zone = !A.R ? 0 : rmin >= A.R ? 2 : rmax <= -A.R ? 1 : 3; /* 3: band */
+        /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
+        const uint32_t ra0 = 8192u * (uint32_t)((j + 2 - cw) & 3), ra1 = 8192u * (uint32_t)((j + 1 - cw) & 3);
+        const float *cf = (const float *)(smem + P_CF + 1024 * s);
+        uint32_t af[4][4], pf[4][4]; /* dS (and P, dkdv kernel) as A operands, columns 16 kk .. + 15 */
+        float sa[8][4], dp[8][4];
+        if (zone == 3) {
+            /* a band tile: every pair's c2p + p2c from two window products, gathered through D */
+            float gw[2][8][4];
+            /* the row side's G[row][u] = X_row . TR[slot(r(u))] */
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++) {
+                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra0, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra1, 64, 0, ks), ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(gw[0]);
+            reg_fence(gw[1]);
+            /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                        const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                        if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+                    }
+            /* the column side's H[col][u] = Y_col . TC[slot(r(u))] */
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++) {
+                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra0, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra1, 64, 0, ks), ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(gw[0]);
+            reg_fence(gw[1]);
+            bar_sync_named(1 + cw, 128); /* every warp's G stores done */
+            /* D[row][col] += H[col][row - col + 63] (any warp's rows; each element has one writer) */
+            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                        const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                        if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] += gw[hh][nb][e];
+                    }
+            bar_sync_named(1 + cw, 128);
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(sa);
+            reg_fence(dp);
+            for (int nb = 0; nb < 8; nb++)
+                for (int i = 0; i < 2; i++) {
+                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                    sa[nb][2 * i] += v.x;
+                    sa[nb][2 * i + 1] += v.y;
+                }
+            tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, cb);
+            fence_proxy_async(); /* (C is read by wgmma) */
+            bar_sync_named(1 + cw, 128);
+            wgmma_fence();
+            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
+            /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
+            for (int kk = 0; kk < 8; kk++)
+                wgmma_ss<64, 0, 0, 1>(dx, desc_kmajor(smem_u32(cb), 64, 0, kk),
+                                      desc_mnmajor(base + P_RR + (kk < 4 ? ra0 : ra1), 64, kk & 3), 1);
+            if constexpr (KV)
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(dx);
+            if constexpr (KV) reg_fence(dv);
+        } else {
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(sa);
+            reg_fence(dp);
+            /* (the zone is uniform over the warpgroup: one specialized body per zone, so that a
+             * tile without position terms runs the plain softmax-gradient code) */
+            if (zone == 0)
+                tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, nullptr);
+            else if (zone == 1)
+                tile_ds<KV, 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, nullptr);
+            else
+                tile_ds<KV, 2>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, nullptr);
+            wgmma_fence();
+            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
+            if constexpr (KV)
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(dx);
+            if constexpr (KV) reg_fence(dv);
+        }
         mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
     }
     if (A.R) {
@@ -376,11 +513,39 @@ static int check_tab(const char *name, const double *got, const double *ref, siz
     return bad != 0;
 }
 
+/* DeBERTa's log-bucket slot (SPEC.md: position_buckets pb, max position mp), in float32 as
+ * transformers evaluates it (the prototype needs a valid map, not the library's bit-exact one:
+ * the kernels and the reference use the same map) */
+static int slot_of(int r, int pb, int mp)
+{
+    const int mid = pb / 2, a = (r > -mid && r < mid) ? mid - 1 : abs(r);
+    int bucket = r;
+    if (a > mid) {
+        const float den = (float)log((double)(mp - 1) / mid);
+        const int lp = (int)ceilf(logf((float)a / (float)mid) / den * (float)(mid - 1)) + mid;
+        bucket = r < 0 ? -lp : lp;
+    }
+    const int sl = bucket + pb;
+    return sl < 0 ? 0 : sl > 2 * pb - 1 ? 2 * pb - 1 : sl;
+}
+
 /* random inputs; lse and D from a float64 forward on the host with the reference gradients when
  * `check` (else plausible values: the bench only times). R > 0: the position terms of the
  * saturated zone |i - j| >= R (c2p and p2c: scale 1 / sqrt(3 * 64)), with their table gradients. */
 static int run(int B, int L, int H, int R, int check, int reps)
 {
+    /* R > 0: position terms with the log-bucket table of position_buckets R / 2, max position
+     * R (v3's for R 512), whose saturation distance is R */
+    const int pb = R / 2, ns = R ? 2 * pb : 2;
+    if (R) {
+        int rs = 0; /* the map's saturation distance */
+        for (int r = 1; r < 4 * R + 8; r++)
+            if (slot_of(r, pb, R) != ns - 1 || slot_of(-r, pb, R) != 0) rs = r + 1;
+        if (rs != R) {
+            fprintf(stderr, "proto_ws_bwd: the table of R %d saturates at %d\n", R, rs);
+            return 1;
+        }
+    }
     const size_t n = (size_t)B * L * H * 64, nr = (size_t)B * H * L;
     uint16_t *hq = (uint16_t *)malloc(n * 2), *hk = (uint16_t *)malloc(n * 2), *hv = (uint16_t *)malloc(n * 2),
              *ho = (uint16_t *)malloc(n * 2);
@@ -395,14 +560,33 @@ static int run(int B, int L, int H, int R, int check, int reps)
         ho[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
     }
     const double scale = R ? 1.0 / sqrt(192.0) : 1.0 / 8.0;
-    /* the saturated slots' table rows pk / pq [H][2][64] and the planes [B][H][2][L] */
-    const size_t nt = (size_t)H * 128, np = (size_t)B * H * 2 * L;
+    /* the tables pk / pq [H][ns][64], the slot map of r = -(L - 1) .. L - 1, the saturated
+     * slots' rows [H][2][64] (side 0: slot 0, side 1: slot ns - 1) and the planes [B][H][2][L] */
+    const size_t ntab = (size_t)H * ns * 64, nt = (size_t)H * 128, np = (size_t)B * H * 2 * L;
+    uint16_t *hpk = (uint16_t *)malloc(ntab * 2), *hpq = (uint16_t *)malloc(ntab * 2);
+    int *hsm = (int *)malloc((size_t)(2 * L - 1) * sizeof(int));
+    for (size_t i = 0; i < ntab; i++) {
+        hpk[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
+        hpq[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
+    }
+    for (int r = 1 - L; r < L; r++) hsm[r + L - 1] = R ? slot_of(r, pb, R) : 0;
     uint16_t *htk = (uint16_t *)malloc(nt * 2), *htq = (uint16_t *)malloc(nt * 2);
     float *hrp = (float *)calloc(np, 4), *hcp = (float *)calloc(np, 4);
-    for (size_t i = 0; i < nt; i++) {
-        htk[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
-        htq[i] = to_h((float)rand() / RAND_MAX * 2.f - 1.f);
-    }
+    for (int h = 0; h < H; h++)
+        for (int sd = 0; sd < 2; sd++)
+            for (int d = 0; d < 64; d++) {
+                htk[(size_t)h * 128 + 64 * sd + d] = hpk[((size_t)h * ns + (sd ? ns - 1 : 0)) * 64 + d];
+                htq[(size_t)h * 128 + 64 * sd + d] = hpq[((size_t)h * ns + (sd ? ns - 1 : 0)) * 64 + d];
+            }
+    auto tab = [&](const uint16_t *t, int h, int r, int d) {
+        return (double)from_h(t[((size_t)h * ns + hsm[r + L - 1]) * 64 + d]);
+    };
+    /* the side of the saturated 64 x 64 block holding pair (i, j) (the kernels' saturated
+     * tiles), -1 for a band block: the table gradients cover the saturated blocks only */
+    auto sat_side = [&](int i, int j) {
+        const int I = i & ~63, J = j & ~63;
+        return !R ? -1 : I - (J + 63) >= R ? 1 : I + 63 - J <= -R ? 0 : -1;
+    };
     auto el = [&](const uint16_t *t, int b, int i, int h, int d) { return (double)from_h(t[(((size_t)b * L + i) * H + h) * 64 + d]); };
     auto tb = [&](const uint16_t *t, int h, int sd, int d) { return (double)from_h(t[(size_t)h * 128 + 64 * sd + d]); };
     if (R)
@@ -436,9 +620,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
                     for (int j = 0; j < L; j++) {
                         double s = 0;
                         for (int d = 0; d < 64; d++) s += at(hq, i, d) * at(hk, j, d);
-                        const int sd = R && i - j >= R ? 1 : R && i - j <= -R ? 0 : -1;
-                        if (sd >= 0) /* c2p + p2c at the saturated slot */
-                            for (int d = 0; d < 64; d++) s += at(hq, i, d) * tb(htk, h, sd, d) + at(hk, j, d) * tb(htq, h, sd, d);
+                        if (R) /* c2p + p2c */
+                            for (int d = 0; d < 64; d++) s += at(hq, i, d) * tab(hpk, h, i - j, d) + at(hk, j, d) * tab(hpq, h, i - j, d);
                         p[(size_t)i * L + j] = s * scale;
                         mx = fmax(mx, s * scale);
                     }
@@ -459,10 +642,10 @@ static int run(int B, int L, int H, int R, int check, int reps)
                         double dp = 0;
                         for (int d = 0; d < 64; d++) dp += at(ho, i, d) * at(hv, j, d);
                         const double ds = pij * (dp - di);
-                        const int sd = R && i - j >= R ? 1 : R && i - j <= -R ? 0 : -1;
+                        const int sd = sat_side(i, j);
                         for (int d = 0; d < 64; d++) {
-                            rdq[idx(i, d)] += ds * (at(hk, j, d) + (sd >= 0 ? tb(htk, h, sd, d) : 0.0)) * scale;
-                            rdk[idx(j, d)] += ds * (at(hq, i, d) + (sd >= 0 ? tb(htq, h, sd, d) : 0.0)) * scale;
+                            rdq[idx(i, d)] += ds * (at(hk, j, d) + (R ? tab(hpk, h, i - j, d) : 0.0)) * scale;
+                            rdk[idx(j, d)] += ds * (at(hq, i, d) + (R ? tab(hpq, h, i - j, d) : 0.0)) * scale;
                             rdv[idx(j, d)] += pij * at(ho, i, d);
                             if (sd >= 0) {
                                 rpk[(size_t)h * 128 + 64 * sd + d] += ds * at(hq, i, d) * scale;
@@ -481,6 +664,14 @@ static int run(int B, int L, int H, int R, int check, int reps)
     uint16_t *dtk, *dtq16;
     const dim3 grid((unsigned)(L / 128), (unsigned)H, (unsigned)B);
     const int ncta = (int)(grid.x * grid.y * grid.z);
+    uint16_t *dpk, *dpq;
+    int *dsm;
+    CK(cudaMalloc((void **)&dpk, ntab * 2));
+    CK(cudaMalloc((void **)&dpq, ntab * 2));
+    CK(cudaMalloc((void **)&dsm, (size_t)(2 * L - 1) * sizeof(int)));
+    CK(cudaMemcpy(dpk, hpk, ntab * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dpq, hpq, ntab * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dsm, hsm, (size_t)(2 * L - 1) * sizeof(int), cudaMemcpyHostToDevice));
     CK(cudaMalloc((void **)&drp, np * 4));
     CK(cudaMalloc((void **)&dcp, np * 4));
     CK(cudaMalloc((void **)&dtk, nt * 2));
@@ -525,6 +716,10 @@ static int run(int B, int L, int H, int R, int check, int reps)
     a.dq = gq;
     a.dk = gk;
     a.dv = gv;
+    a.slotmap = dsm;
+    a.pk = dpk;
+    a.pq = dpq;
+    a.ns = ns;
     a.rps = drp;
     a.cps = dcp;
     a.tk = dtk;
@@ -602,12 +797,18 @@ static int run(int B, int L, int H, int R, int check, int reps)
     cudaFree(gv);
     cudaFree(dl);
     cudaFree(dd);
+    cudaFree(dpk);
+    cudaFree(dpq);
+    cudaFree(dsm);
     cudaFree(drp);
     cudaFree(dcp);
     cudaFree(dtk);
     cudaFree(dtq16);
     cudaFree(dtq);
     cudaFree(dtk2);
+    free(hpk);
+    free(hpq);
+    free(hsm);
     free(htk);
     free(htq);
     free(hrp);

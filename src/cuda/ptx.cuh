@@ -128,6 +128,10 @@ DATTN_DEV void cp_async_wait_all(void) { asm volatile("cp.async.wait_all;\n" :::
 /* Waits until at most one committed group (the newest) is still in flight. */
 DATTN_DEV void cp_async_wait_1(void) { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 
+/* Named barrier `id` (1..15; 0 is __syncthreads') over `n` threads (a multiple of 32), e.g.
+ * one warpgroup's 128: the threads of the other warpgroups go on. */
+DATTN_DEV void bar_sync_named(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
 DATTN_DEV float ex2f(float x)
 {
     float y;

@@ -106,6 +106,21 @@ DATTN_DEV void wgmma_wait(void)
 
 DATTN_DEV void fence_proxy_async(void) { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+/* Warp specialization's register split (all threads of a warpgroup execute it, converged):
+ * the warpgroup's per-thread register budget drops to / rises to N (a multiple of 8, 24..256);
+ * ptxas allocates the code after it within N. */
+template <int N>
+DATTN_DEV void setmaxnreg_dec(void)
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+template <int N>
+DATTN_DEV void setmaxnreg_inc(void)
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
 template <int R, int C>
 DATTN_DEV void reg_fence(float (&d)[R][C])
 {

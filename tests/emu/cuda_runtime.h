@@ -68,6 +68,8 @@ extern dim3 emu_blockIdx, emu_blockDim, emu_gridDim;
 
 void *emu_dyn_smem(void);
 int emu_syncthreads(int site, int pred);
+/* bar.sync id, n: releases when n threads of the block arrived at barrier id (1..15) */
+void emu_named_bar(int id, int n, int site);
 /* Deposits nwords (<= 16) of this lane, waits for the whole warp, returns the 32 x 16
  * words of the operation (lane l at [16 l]). */
 const uint32_t *emu_warp_op(const uint32_t *payload, int nwords, int site);

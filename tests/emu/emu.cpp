@@ -113,6 +113,39 @@ int emu_syncthreads(int site, int pred)
     return bar_res[g & 1];
 }
 
+/* bar.sync id, n (id 1..15): the first n arrivals release it; arrivals of one round from
+ * different source lines or with different counts abort */
+struct NamedBar {
+    int count, n, site;
+    unsigned gen;
+};
+static NamedBar named_bars[16];
+
+void emu_named_bar(int id, int n, int site)
+{
+    if (id < 1 || id > 15 || n <= 0 || n % 32) emu_fail("named barrier: id must be 1..15, n a positive multiple of 32");
+    NamedBar &B = named_bars[id];
+    const unsigned g = B.gen;
+    if (B.count == 0) {
+        B.site = site;
+        B.n = n;
+    } else if (B.site != site || B.n != n) {
+        char m[160];
+        snprintf(m, sizeof m, "named barrier %d reached from lines %d and %d (counts %d, %d)", id, B.site, site, B.n, n);
+        emu_fail(m);
+    }
+    B.count++;
+    progress++;
+    if (B.count == n) {
+        B.count = 0;
+        B.gen++;
+    } else {
+        cur->waiting = 1;
+        while (B.gen == g) yield_now();
+        cur->waiting = 0;
+    }
+}
+
 const uint32_t *emu_warp_op(const uint32_t *payload, int nwords, int site)
 {
     Warp &W = warps[cur->lin >> 5];
@@ -162,6 +195,7 @@ void emu_run_grid(dim3 g, dim3 b, size_t smem, emu_closure *c)
                 for (auto &w : warps) memset(&w, 0, sizeof w);
                 bar_count = 0;
                 bar_gen = 0;
+                memset(named_bars, 0, sizeof named_bars);
                 live = n;
                 for (int t = 0; t < n; t++) {
                     Fiber &f = fibers[(size_t)t];

@@ -169,6 +169,9 @@ DATTN_DEV void cp_async_commit(void) {}
 DATTN_DEV void cp_async_wait_all(void) {}
 DATTN_DEV void cp_async_wait_1(void) {}
 
+/* named barrier: releases when n threads arrived at barrier id (emu.cpp) */
+DATTN_DEV void bar_sync_named(int id, int n) { emu_named_bar(id, n, __LINE__); }
+
 DATTN_DEV float ex2f(float x) { return exp2f(x); }
 DATTN_DEV float lg2f(float x) { return log2f(x); }
 

@@ -80,6 +80,11 @@ DATTN_DEV void wgmma_commit(void) {}
 template <int N>
 DATTN_DEV void wgmma_wait(void) {}
 DATTN_DEV void fence_proxy_async(void) {}
+/* register budgets are not modelled */
+template <int N>
+DATTN_DEV void setmaxnreg_dec(void) {}
+template <int N>
+DATTN_DEV void setmaxnreg_inc(void) {}
 
 template <int R, int C>
 DATTN_DEV void reg_fence(float (&)[R][C]) {}
