@@ -43,6 +43,10 @@
  * --check). Measured: bench/results/gpu-2026-12-01-wsdq/ (the dq kernel, when this file was
  * bench/proto_ws_dq.cu). */
 #include "sm90.cuh"
+/* the band tile's order (0: G, H, then S and dP; 1: S, dP and G in one group, see NOTES.md) */
+#ifndef PROTO_BAND_FUSED
+#define PROTO_BAND_FUSED 0
+#endif
 #include "tma.cuh"
 
 #include <math.h>
@@ -104,6 +108,15 @@ enum {
     P_BAR = P_CF + 2048,
     P_SMEM = P_BAR + 64 + 1024
 };
+
+/* x, opaque to the compiler where this runs: the band tile's per-thread address bases pass
+ * through it each tile, so that the 64-element gathers' addresses and predicates are derived
+ * there instead of being hoisted out of the tile loop into ~200 live registers (spills) */
+__device__ __forceinline__ int opaque(int x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
 
 /* One tile's P and dS from the products sa = X Y^T and dp = Z W^T of a warpgroup (a thread's
  * elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e & 1)), packed as wgmma A
@@ -176,7 +189,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<56>();
+        setmaxnreg_dec<24>();
         if (warp != 0 && !A.R) return;
         /* producer: lane 0 of warp 0 issues the copies, predicated (the warp stays converged) */
         const int one = warp == 0 && lane == 0;
@@ -244,9 +257,9 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         }
         return;
     }
-    setmaxnreg_inc<224>();
+    setmaxnreg_inc<240>();
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
-    const int cw = wg - 1, g = lane >> 2, c = lane & 3, rl0 = 16 * warp + g;
+    const int cw = wg - 1, g = lane >> 2, c_ = lane & 3, rl0_ = 16 * warp + g, c = c_, rl0 = rl0_;
     float rl2[2] = {0.f, 0.f}, rd[2] = {0.f, 0.f}; /* dq kernel: the rows' facts */
     if (!KV)
         for (int i = 0; i < 2; i++) {
@@ -291,7 +304,67 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         float sa[8][4], dp[8][4];
         if (zone == 3) {
             /* a band tile: every pair's c2p + p2c from two window products, gathered through D */
+#if PROTO_BAND_FUSED /* S, dP with G in one group, H in flight while G is added (spills: see NOTES) */
             float gw[2][8][4];
+            const int rl0 = opaque(rl0_), c = opaque(c_);
+            /* S, dP and the row side's G[row][u] = X_row . TR[slot(r(u))] in one group */
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
+            for (int ks = 0; ks < 4; ks++)
+                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
+            for (int ks = 0; ks < 4; ks++) {
+                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra0, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra1, 64, 0, ks), ks > 0);
+            }
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(sa);
+            reg_fence(dp);
+            reg_fence(gw[0]);
+            reg_fence(gw[1]);
+            /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                        const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                        if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+                    }
+            __syncwarp();
+            /* the column side's H[col][u] = Y_col . TC[slot(r(u))], in flight while G is added */
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++) {
+                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra0, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra1, 64, 0, ks), ks > 0);
+            }
+            wgmma_commit();
+            for (int nb = 0; nb < 8; nb++)
+                for (int i = 0; i < 2; i++) {
+                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                    sa[nb][2 * i] += v.x;
+                    sa[nb][2 * i + 1] += v.y;
+                }
+            wgmma_wait<0>();
+            reg_fence(gw[0]);
+            reg_fence(gw[1]);
+            bar_sync_named(1 + cw, 128); /* every warp's G reads done */
+            /* D[row][col] = H[col][row - col + 63] (any warp's rows; each element has one writer) */
+            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                        const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                        if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] = gw[hh][nb][e];
+                    }
+            bar_sync_named(1 + cw, 128);
+            for (int nb = 0; nb < 8; nb++)
+                for (int i = 0; i < 2; i++) {
+                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                    sa[nb][2 * i] += v.x;
+                    sa[nb][2 * i + 1] += v.y;
+                }
+#else /* G, H, then S and dP: three round trips, at most 64 accumulators of them live */
+            float gw[2][8][4];
+            const int rl0 = opaque(rl0_), c = opaque(c_);
             /* the row side's G[row][u] = X_row . TR[slot(r(u))] */
             wgmma_fence();
             for (int ks = 0; ks < 4; ks++) {
@@ -343,6 +416,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                     sa[nb][2 * i] += v.x;
                     sa[nb][2 * i + 1] += v.y;
                 }
+#endif
             tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, cb);
             fence_proxy_async(); /* (C is read by wgmma) */
             bar_sync_named(1 + cw, 128);
