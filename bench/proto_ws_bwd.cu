@@ -89,8 +89,9 @@ struct proto_args {
  *     window rows of the row-side table (dq kernel pk, dkdv kernel pq) and of the column-side
  *     one; block a holds the rows of r = sgn (m0 - 64 a + t + 65), t = 0..63 (sgn = 1 in the dq
  *     kernel, -1 in the dkdv kernel, whose rows are keys), in ring slot a % 4;
- *   C: per consumer warpgroup, the skewed dS of a band tile, C[row][u] = dS[row][row - u + 63]
- *     (fp16 [64][128], two 64-column panels, zero where no column maps);
+ *   C: per consumer warpgroup, the skewed dS of a band tile, C[row][u] = dS[row][row - u + 63],
+ *     stored MN-major (fp16 [128 u][64 rows], 128-byte swizzled: the A operand of C . window
+ *     transposed), zero where no column maps;
  *   D: per consumer warpgroup, [64][72] fp32: a band tile's gathered window products;
  *   CF: the column facts [2 stages][4][64] fp32 (lse * log2 e and D: dkdv kernel; the column
  *     plane of each saturated side: with position terms); the barriers. */
@@ -151,8 +152,10 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
         if (cb)
             for (int e = 0; e < 4; e++) {
                 const int rl = rl0 + 8 * (e >> 1), u = rl - (8 * nb + c2 + (e & 1)) + 63;
-                *(uint16_t *)(cb + (u >> 6) * 8192 + rl * 128 + ((((u >> 3) & 7) ^ (rl & 7)) << 4) + (u & 7) * 2) =
-                    f2h<0>(ds[e]);
+                /* (C is MN-major: u's row of 64 rows is one 128-byte line; for a thread and e,
+                 * u & 7 is fixed and u >> 3 steps by -1 per nb: the addresses are a base plus
+                 * immediates) */
+                *(uint16_t *)(cb + u * 128 + ((((rl >> 3) ^ (u & 7))) << 4) + (rl & 7) * 2) = f2h<0>(ds[e]);
             }
     }
 }
@@ -173,7 +176,9 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
     char *smem = smem_raw + (base - raw);
     const uint32_t xbar = base + P_BAR, full0 = base + P_BAR + 8, empty0 = base + P_BAR + 24;
-    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    /* (wg through a shuffle: warp-uniform to the compiler, so that the descriptors built from it
+     * stay in uniform registers) */
+    const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
     const int m0 = blockIdx.x * 128, h = blockIdx.y, b = blockIdx.z, nt = A.L / 64;
     const CUtensorMap *mx = KV ? &M.k : &M.q, *mz = KV ? &M.v : &M.o, *my = KV ? &M.q : &M.k, *mw = KV ? &M.o : &M.v;
     if (tid == 0) {
@@ -424,7 +429,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
             /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
             for (int kk = 0; kk < 8; kk++)
-                wgmma_ss<64, 0, 0, 1>(dx, desc_kmajor(smem_u32(cb), 64, 0, kk),
+                wgmma_ss<64, 0, 1, 1>(dx, desc_mnmajor(smem_u32(cb), 64, kk),
                                       desc_mnmajor(base + P_RR + (kk < 4 ? ra0 : ra1), 64, kk & 3), 1);
             if constexpr (KV)
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
