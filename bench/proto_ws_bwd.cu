@@ -43,9 +43,11 @@
  * --check). Measured: bench/results/gpu-2026-12-01-wsdq/ (the dq kernel, when this file was
  * bench/proto_ws_dq.cu). */
 #include "sm90.cuh"
-/* the band tile's order (0: G, H, then S and dP; 1: S, dP and G in one group, see NOTES.md) */
+/* the band tile's order: fused (S, dP and G in one group, then H) or lean (G, H, then S and
+ * dP); 0: lean in both kernels, 1: fused in both (the dkdv kernel then spills 48 bytes), 2
+ * (default): fused in the dq kernel, lean in the dkdv kernel (NOTES.md, calls 54-56) */
 #ifndef PROTO_BAND_FUSED
-#define PROTO_BAND_FUSED 0
+#define PROTO_BAND_FUSED 2
 #endif
 #include "tma.cuh"
 
@@ -132,6 +134,16 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
                                         float (&rs)[2][2], uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0,
                                         int c2, float sl2, char *cb)
 {
+    /* the C stores (band tiles): pair (row, 8 nb + c2 + (e & 1)) goes to u = row - column + 63
+     * = U0 - 8 nb, U0 = row + 63 - c2 - (e & 1); C is MN-major (u's line of 64 rows is 128
+     * bytes, 16-byte chunk (row >> 3) ^ (u & 7)), so for a thread and e the address is a base
+     * minus 1024 nb */
+    int cbo[4] = {0, 0, 0, 0};
+    if (cb)
+        for (int e = 0; e < 4; e++) {
+            const int rl = rl0 + 8 * (e >> 1), u0 = rl + 63 - c2 - (e & 1);
+            cbo[e] = u0 * 128 + (((rl >> 3) ^ (u0 & 7)) << 4) + (rl & 7) * 2;
+        }
     for (int nb = 0; nb < 8; nb++) {
         float ds[4], pp[4];
         for (int e = 0; e < 4; e++) {
@@ -150,13 +162,7 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
             pf[nb >> 1][2 * (nb & 1) + 1] = pack2<0>(pp[2], pp[3]);
         }
         if (cb)
-            for (int e = 0; e < 4; e++) {
-                const int rl = rl0 + 8 * (e >> 1), u = rl - (8 * nb + c2 + (e & 1)) + 63;
-                /* (C is MN-major: u's row of 64 rows is one 128-byte line; for a thread and e,
-                 * u & 7 is fixed and u >> 3 steps by -1 per nb: the addresses are a base plus
-                 * immediates) */
-                *(uint16_t *)(cb + u * 128 + ((((rl >> 3) ^ (u & 7))) << 4) + (rl & 7) * 2) = f2h<0>(ds[e]);
-            }
+            for (int e = 0; e < 4; e++) *(uint16_t *)(cb + cbo[e] - 1024 * nb) = f2h<0>(ds[e]);
     }
 }
 
@@ -293,10 +299,19 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
         dv[nb][0] = dv[nb][1] = dv[nb][2] = dv[nb][3] = 0.f;
     }
+    /* descriptor bases (sm90.cuh): K-major X, Z (the warpgroup's rows), Y, W (stage 0), the rings
+     * (slot 0); MN-major Y, W (stage 0), the row-side ring, C */
+    const uint64_t dX = desc_kmajor(base + P_X, 128, 64 * cw, 0), dZ = desc_kmajor(base + P_Z, 128, 64 * cw, 0);
+    const uint64_t dY0 = desc_kmajor(base + P_Y, 64, 0, 0), dW0 = desc_kmajor(base + P_W, 64, 0, 0);
+    const uint64_t dRR = desc_kmajor(base + P_RR, 64, 0, 0), dRC = desc_kmajor(base + P_RC, 64, 0, 0);
+    const uint64_t dYm0 = desc_mnmajor(base + P_Y, 64, 0), dWm0 = desc_mnmajor(base + P_W, 64, 0);
+    const uint64_t dRRm = desc_mnmajor(base + P_RR, 64, 0), dCm = desc_mnmajor(smem_u32(cb), 64, 0);
     mbar_wait(xbar, 0);
     for (int j = 0; j < nt; j++) {
         const int s = j & 1;
-        const uint32_t sy = base + P_Y + 8192 * s, sw = base + P_W + 8192 * s;
+        /* the tile's descriptors: a stage's / ring slot's base plus k-step immediates */
+        const uint64_t dY = desc_add(dY0, 8192u * s), dW = desc_add(dW0, 8192u * s);
+        const uint64_t dYm = desc_add(dYm0, 8192u * s), dWm = desc_add(dWm0, 8192u * s);
         mbar_wait(full0 + 8 * s, (uint32_t)(j >> 1) & 1u);
         /* the warpgroup's tile against the position zones */
         const int n0 = 64 * j;
@@ -304,135 +319,138 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         const int zone = !A.R ? 0 : rmin >= A.R ? 2 : rmax <= -A.R ? 1 : 3; /* 3: band */
         /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
         const uint32_t ra0 = 8192u * (uint32_t)((j + 2 - cw) & 3), ra1 = 8192u * (uint32_t)((j + 1 - cw) & 3);
+        const uint64_t dR0 = desc_add(dRR, ra0), dR1 = desc_add(dRR, ra1), dC0 = desc_add(dRC, ra0), dC1 = desc_add(dRC, ra1);
+        const uint64_t dR0m = desc_add(dRRm, ra0), dR1m = desc_add(dRRm, ra1);
         const float *cf = (const float *)(smem + P_CF + 1024 * s);
         uint32_t af[4][4], pf[4][4]; /* dS (and P, dkdv kernel) as A operands, columns 16 kk .. + 15 */
         float sa[8][4], dp[8][4];
         if (zone == 3) {
             /* a band tile: every pair's c2p + p2c from two window products, gathered through D */
-#if PROTO_BAND_FUSED /* S, dP with G in one group, H in flight while G is added (spills: see NOTES) */
-            float gw[2][8][4];
-            const int rl0 = opaque(rl0_), c = opaque(c_);
-            /* S, dP and the row side's G[row][u] = X_row . TR[slot(r(u))] in one group */
-            wgmma_fence();
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
-            for (int ks = 0; ks < 4; ks++) {
-                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra0, 64, 0, ks), ks > 0);
-                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra1, 64, 0, ks), ks > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(sa);
-            reg_fence(dp);
-            reg_fence(gw[0]);
-            reg_fence(gw[1]);
-            /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                        const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                        if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
-                    }
-            __syncwarp();
-            /* the column side's H[col][u] = Y_col . TC[slot(r(u))], in flight while G is added */
-            wgmma_fence();
-            for (int ks = 0; ks < 4; ks++) {
-                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra0, 64, 0, ks), ks > 0);
-                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra1, 64, 0, ks), ks > 0);
-            }
-            wgmma_commit();
-            for (int nb = 0; nb < 8; nb++)
-                for (int i = 0; i < 2; i++) {
-                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                    sa[nb][2 * i] += v.x;
-                    sa[nb][2 * i + 1] += v.y;
+            if constexpr (PROTO_BAND_FUSED == 1 || (PROTO_BAND_FUSED == 2 && !KV)) {
+                /* S, dP with G in one group, H in flight while G is added */
+                float gw[2][8][4];
+                const int rl0 = opaque(rl0_), c = opaque(c_);
+                /* S, dP and the row side's G[row][u] = X_row . TR[slot(r(u))] in one group */
+                wgmma_fence();
+                for (int ks = 0; ks < 4; ks++)
+                    wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
+                for (int ks = 0; ks < 4; ks++)
+                    wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
+                for (int ks = 0; ks < 4; ks++) {
+                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dX, 32 * ks), desc_add(dR0, 32 * ks), ks > 0);
+                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dX, 32 * ks), desc_add(dR1, 32 * ks), ks > 0);
                 }
-            wgmma_wait<0>();
-            reg_fence(gw[0]);
-            reg_fence(gw[1]);
-            bar_sync_named(1 + cw, 128); /* every warp's G reads done */
-            /* D[row][col] = H[col][row - col + 63] (any warp's rows; each element has one writer) */
-            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                        const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
-                        if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] = gw[hh][nb][e];
-                    }
-            bar_sync_named(1 + cw, 128);
-            for (int nb = 0; nb < 8; nb++)
-                for (int i = 0; i < 2; i++) {
-                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                    sa[nb][2 * i] += v.x;
-                    sa[nb][2 * i + 1] += v.y;
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(sa);
+                reg_fence(dp);
+                reg_fence(gw[0]);
+                reg_fence(gw[1]);
+                /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                            const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                            if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+                        }
+                __syncwarp();
+                /* the column side's H[col][u] = Y_col . TC[slot(r(u))], in flight while G is added */
+                wgmma_fence();
+                for (int ks = 0; ks < 4; ks++) {
+                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dY, 32 * ks), desc_add(dC0, 32 * ks), ks > 0);
+                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dY, 32 * ks), desc_add(dC1, 32 * ks), ks > 0);
                 }
-#else /* G, H, then S and dP: three round trips, at most 64 accumulators of them live */
-            float gw[2][8][4];
-            const int rl0 = opaque(rl0_), c = opaque(c_);
-            /* the row side's G[row][u] = X_row . TR[slot(r(u))] */
-            wgmma_fence();
-            for (int ks = 0; ks < 4; ks++) {
-                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra0, 64, 0, ks), ks > 0);
-                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(base + P_RR + ra1, 64, 0, ks), ks > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(gw[0]);
-            reg_fence(gw[1]);
-            /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                        const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                        if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+                wgmma_commit();
+                for (int nb = 0; nb < 8; nb++)
+                    for (int i = 0; i < 2; i++) {
+                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                        sa[nb][2 * i] += v.x;
+                        sa[nb][2 * i + 1] += v.y;
                     }
-            /* the column side's H[col][u] = Y_col . TC[slot(r(u))] */
-            wgmma_fence();
-            for (int ks = 0; ks < 4; ks++) {
-                wgmma_ss<64, 0, 0, 0>(gw[0], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra0, 64, 0, ks), ks > 0);
-                wgmma_ss<64, 0, 0, 0>(gw[1], desc_kmajor(sy, 64, 0, ks), desc_kmajor(base + P_RC + ra1, 64, 0, ks), ks > 0);
-            }
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(gw[0]);
-            reg_fence(gw[1]);
-            bar_sync_named(1 + cw, 128); /* every warp's G stores done */
-            /* D[row][col] += H[col][row - col + 63] (any warp's rows; each element has one writer) */
-            _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                    _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                        const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
-                        if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] += gw[hh][nb][e];
+                wgmma_wait<0>();
+                reg_fence(gw[0]);
+                reg_fence(gw[1]);
+                bar_sync_named(1 + cw, 128); /* every warp's G reads done */
+                /* D[row][col] = H[col][row - col + 63] (any warp's rows; each element has one writer) */
+                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                            const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                            if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] = gw[hh][nb][e];
+                        }
+                bar_sync_named(1 + cw, 128);
+                for (int nb = 0; nb < 8; nb++)
+                    for (int i = 0; i < 2; i++) {
+                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                        sa[nb][2 * i] += v.x;
+                        sa[nb][2 * i + 1] += v.y;
                     }
-            bar_sync_named(1 + cw, 128);
-            wgmma_fence();
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(sa);
-            reg_fence(dp);
-            for (int nb = 0; nb < 8; nb++)
-                for (int i = 0; i < 2; i++) {
-                    const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                    sa[nb][2 * i] += v.x;
-                    sa[nb][2 * i + 1] += v.y;
+            } else { /* G, H, then S and dP: three round trips, at most 64 accumulators of them live */
+                float gw[2][8][4];
+                const int rl0 = opaque(rl0_), c = opaque(c_);
+                /* the row side's G[row][u] = X_row . TR[slot(r(u))] */
+                wgmma_fence();
+                for (int ks = 0; ks < 4; ks++) {
+                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dX, 32 * ks), desc_add(dR0, 32 * ks), ks > 0);
+                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dX, 32 * ks), desc_add(dR1, 32 * ks), ks > 0);
                 }
-#endif
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(gw[0]);
+                reg_fence(gw[1]);
+                /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                            const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                            if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+                        }
+                /* the column side's H[col][u] = Y_col . TC[slot(r(u))] */
+                wgmma_fence();
+                for (int ks = 0; ks < 4; ks++) {
+                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dY, 32 * ks), desc_add(dC0, 32 * ks), ks > 0);
+                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dY, 32 * ks), desc_add(dC1, 32 * ks), ks > 0);
+                }
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(gw[0]);
+                reg_fence(gw[1]);
+                bar_sync_named(1 + cw, 128); /* every warp's G stores done */
+                /* D[row][col] += H[col][row - col + 63] (any warp's rows; each element has one writer) */
+                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                            const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                            if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] += gw[hh][nb][e];
+                        }
+                bar_sync_named(1 + cw, 128);
+                wgmma_fence();
+                for (int ks = 0; ks < 4; ks++)
+                    wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
+                for (int ks = 0; ks < 4; ks++)
+                    wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(sa);
+                reg_fence(dp);
+                for (int nb = 0; nb < 8; nb++)
+                    for (int i = 0; i < 2; i++) {
+                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+                        sa[nb][2 * i] += v.x;
+                        sa[nb][2 * i + 1] += v.y;
+                    }
+            }
             tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, cb);
             fence_proxy_async(); /* (C is read by wgmma) */
             bar_sync_named(1 + cw, 128);
             wgmma_fence();
-            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
+            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
             /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
             for (int kk = 0; kk < 8; kk++)
-                wgmma_ss<64, 0, 1, 1>(dx, desc_mnmajor(smem_u32(cb), 64, kk),
-                                      desc_mnmajor(base + P_RR + (kk < 4 ? ra0 : ra1), 64, kk & 3), 1);
+                wgmma_ss<64, 0, 1, 1>(dx, desc_add(dCm, 2048 * kk),
+                                      desc_add(kk < 4 ? dR0m : dR1m, 2048 * (kk & 3)), 1);
             if constexpr (KV)
-                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(dx);
@@ -440,9 +458,9 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         } else {
             wgmma_fence();
             for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(sa, desc_kmajor(base + P_X, 128, 64 * cw, ks), desc_kmajor(sy, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
             for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(dp, desc_kmajor(base + P_Z, 128, 64 * cw, ks), desc_kmajor(sw, 64, 0, ks), ks > 0);
+                wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(sa);
@@ -456,9 +474,9 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             else
                 tile_ds<KV, 2>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, nullptr);
             wgmma_fence();
-            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_mnmajor(sy, 64, kk), 1);
+            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
             if constexpr (KV)
-                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_mnmajor(sw, 64, kk), 1);
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(dx);
