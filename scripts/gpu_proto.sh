@@ -8,13 +8,14 @@
 #
 #   sh scripts/gpu_proto.sh [--shapes "32 512,8 2048,2 8192"] [--r "0 512"]
 #
-# Writes under $OUT/proto (default gpu-out/proto): summary.txt, check.log, bench.log,
+# Writes under $OUT/proto (default gpu-out/proto): env.txt, summary.txt, check.log, bench.log,
 # dur_proto_R*.csv / dur_lib.csv (ncu kernel durations, ms at ncu's locked clocks), table.txt.
 set -u
 OUT=${OUT:-gpu-out}
 O=$OUT/proto
 SHAPES="32 512,8 2048,2 8192"
 RS="0 512"
+ARGS="$*"
 while [ $# -gt 0 ]; do
   case $1 in
     --shapes) SHAPES=$2; shift ;;
@@ -26,6 +27,13 @@ done
 mkdir -p "$O"
 S=$O/summary.txt
 : >"$S"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "command: sh scripts/gpu_proto.sh $ARGS"
+  echo "git: ${DATTN_GIT_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo none)}"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+  ncu --version 2>&1 | tail -1
+} >"$O/env.txt"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
 t0=$(date +%s)
@@ -41,6 +49,10 @@ for r in $RS; do
   echo "$shapes" | while read -r B L; do
     [ -n "$B" ] && timeout 60 "$P" --bench "$B" "$L" 20 "$r" >>"$O/bench.log" 2>&1
   done
+done
+# every tile a band tile (R = L): the band tile's cost against the plain tile's (R 0 above)
+echo "$shapes" | while read -r B L; do
+  [ -n "$B" ] && [ "$L" -gt 512 ] && timeout 60 "$P" --bench "$B" "$L" 20 "$L" >>"$O/bench.log" 2>&1
 done
 echo "bench rc=$? at $(($(date +%s) - t0)) s" >>"$S"
 # ncu: two launches of each kernel per shape (the first untimed launch and one timed call)
