@@ -39,7 +39,7 @@ ARCH="-gencode=arch=compute_90a,code=sm_90a"
 t0=$(date +%s)
 make -j12 CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib tests-build >"$O/build.log" 2>&1
 echo "build rc=$? at $(($(date +%s) - t0)) s" >>"$S"
-grep -A2 "Compiling entry function 'dattn_proto" "$O/build.log" | grep -E "entry|Used|spill" >"$O/resources.txt"
+grep -A3 "Compiling entry function 'dattn_proto" "$O/build.log" | grep -E "entry|Used|spill" >"$O/resources.txt"
 P=build/bench/proto_ws_bwd
 timeout 60 "$P" --check >"$O/check.log" 2>&1
 echo "check rc=$? ($(tail -1 "$O/check.log"))" >>"$S"
