@@ -1,47 +1,54 @@
-/* Prototype (bench only, not part of the library): the attention core's backward without
- * position terms in the warp-specialized Hopper structure that NOTES.md ("Where the session of
- * 2026-12-01 01:19-04:19 left things") proposes, to measure its rate before the position terms
- * are ported. Two kernels, as the library's backward (bwd_sm80.cuh) has them:
- *   dq kernel (KV = 0):   dQ = scale dS K, dS = P (dP - D), P = exp(scale Q K^T - lse), dP = dO V^T
- *   dkdv kernel (KV = 1): dK = scale dS^T Q, dV = P^T dO (the same S, P, dP, dS, transposed)
+/* Prototype (bench only, not part of the library): DeBERTa's attention backward in the
+ * warp-specialized Hopper structure that NOTES.md ("Where the session of 2026-12-01 01:19-04:19
+ * left things", "Band tiles in the warp-specialized prototype") proposes, to measure it before a
+ * library variant. Two kernels, as the library's backward (bwd_sm80.cuh) has them:
+ *   dq kernel (KV = 0):   dQ = scale dS (K + pk[slot]), dS = P (dP - D), P = exp(s - lse), dP = dO V^T
+ *   dkdv kernel (KV = 1): dK = scale dS^T (Q + pq[slot]), dV = P^T dO (the same S, P, dP, dS)
  * In the frame of a kernel, X / Z are its row operands (dq: Q, dO; dkdv: K, V) and Y / W its
- * column operands (dq: K, V; dkdv: Q, dO).
+ * column operands (dq: K, V; dkdv: Q, dO); the row-side table TR is the one multiplied by the
+ * row operand (dq: pk, c2p; dkdv: pq, p2c), the column-side table TC the other.
  *
- * One CTA per 128 rows of one (sequence, head), three warpgroups:
+ * One CTA per 128 rows of one (sequence, head), three warpgroups (setmaxnreg 24 / 240):
  *   warpgroup 0, the producer: its warp 0 loads X and Z of the block once and the Y / W tiles
  *     of 64 columns into two stages by TMA (src/cuda/tma.cuh; lane 0 issues, predicated), and
- *     (dkdv kernel) the tile's column facts lse * log2 e and D with its 32 lanes; each stage has
- *     a full mbarrier (lane 0's arrival with the copies' expect-tx; dkdv kernel: 32 arrivals,
- *     releasing the lanes' fact stores) and an empty one (256 consumer arrivals);
+ *     the tile's column facts (dkdv kernel: lse * log2 e and D; with position terms the
+ *     saturated column constants); with position terms its 128 threads also fill the rings of
+ *     table rows (below). Each stage has a full mbarrier (lane 0's arrival with the copies'
+ *     expect-tx, plus the other threads' arrivals releasing their stores) and an empty one (256
+ *     consumer arrivals);
  *   warpgroups 1 and 2, the consumers (64 rows each): per tile the products X Y^T and Z W^T by
  *     wgmma from shared memory (m64n64k16, src/cuda/sm90.cuh), P and dS in registers, then
  *     dX += dS Y (and dV += P W) by wgmma with dS (P) as the register A operand, and release the
  *     stage.
  * fp16, D = 64, padded [B][L][H][64] tensors, L a multiple of 128, no mask, no dropout.
  *
- * Position terms: those of the saturated zone only (|i - j| >= R, where a DeBERTa table's slot
- * is constant: sat_pos for i - j >= R, sat_neg for i - j <= -R; R = 512 for v3's S = 256 table),
- * the first step of NOTES' "Porting the position terms into the warp-specialized structure":
- * c2p + p2c of such a pair is a row constant (q_i . pk[sat], the rps plane) plus a column
- * constant (k_j . pq[sat], the cps plane; the planes are the forward's kps-style workspace). A
- * tile wholly inside one side adds the two constants to every score; a tile straddling R tests
- * each pair. The rows' dS sums per side give the rank-1 dX terms (dQ += rs pk[sat], dK += rs
- * pq[sat]) and the table gradients dpk / dpq at the two saturated slots, written as per-warp
- * partials (deterministic; summed on the host). The log and linear zones' terms are not there:
- * with R > 0 the function is DeBERTa's attention without them (the reference computes that).
+ * Position terms (R > 0): c2p + p2c with a slot map that saturates at R (slot 0 for r <= -R,
+ * the last slot for r >= R; R = 512 for v3's S = 256 log-bucket table). Per warpgroup tile:
+ *   saturated tiles (all 64 x 64 pairs on one side): a row constant (X . TR[sat], the rps /
+ *     cps planes) plus a column constant; the rows' dS sums per side give the rank-1 dX terms
+ *     and the table gradients at the two saturated slots (per-warp partials, summed on the
+ *     host: deterministic);
+ *   band tiles (every other tile): window products over u = row - column + 63 in [0, 128):
+ *     G[row][u] = X_row . TR[slot(r(u))] and H[col][u] = Y_col . TC[slot(r(u))] (wgmma, the
+ *     table rows from a ring of 4 blocks of 64 rows that the producer fills, block a holding r =
+ *     sgn (m0 - 64 a + t + 65)), gathered through a shared-memory tile D into the scores; the
+ *     rows' gradient dX += C . TR window, C[row][u] = dS[row][row - u + 63] (MN-major).
+ *     Not there yet: the band pairs' table gradients (NOTES.md: where they could live).
  *
- *   proto_ws_bwd --check           both kernels against a float64 reference on the host: B2 L256
- *                                   H2 without position terms, B1 L512 H2 and B2 L384 H1 with them
- *                                   at R = 100
+ *   proto_ws_bwd --check           both kernels against a float64 reference of the full function
+ *                                   on the host: B2 L256 H2 without position terms, B1 L512 H2
+ *                                   and B2 L384 H1 with a log-bucket table saturating at R = 100
+ *                                   (table gradients: the saturated tiles' pairs)
  *                                   (exit 1 on a mismatch, 77 without a compute capability 9.0
  *                                   GPU)
  *   proto_ws_bwd --bench B L [N [R]]  N (default 20) timed launches of each kernel at H 12, R
- *                                   default 512 (0: no position terms) (cudaEvent; ncu names:
- *                                   dattn_proto_ws_dq, dattn_proto_ws_dkdv)
+ *                                   default 512 (0: no position terms; R: the log-bucket table
+ *                                   of position_buckets R / 2, max position R: v3's at 512)
+ *                                   (cudaEvent; ncu names: dattn_proto_ws_dq, dattn_proto_ws_dkdv)
  * Built by `make CUDA=1 tests-build` as build/bench/proto_ws_bwd; scripts/gpu_check.sh runs
- * --check. The host emulation builds it too (sh tests/emu/build.sh DIR: DIR/proto_ws_bwd
- * --check). Measured: bench/results/gpu-2026-12-01-wsdq/ (the dq kernel, when this file was
- * bench/proto_ws_dq.cu). */
+ * --check; scripts/gpu_proto.sh measures it against the library and flash. The host emulation
+ * builds it too (sh tests/emu/build.sh DIR: DIR/proto_ws_bwd --check). Measured:
+ * bench/results/gpu-2026-12-01-wsdq/ (the dq kernel alone), gpu-2026-12-01-wsband/. */
 #include "sm90.cuh"
 /* the band tile's order: fused (S, dP and G in one group, then H) or lean (G, H, then S and
  * dP); 0: lean in both kernels, 1: fused in both (the dkdv kernel then spills 48 bytes), 2
@@ -941,8 +948,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
 int main(int argc, char **argv)
 {
     if (tsm90_need("proto_ws_bwd")) return 77;
-    /* --check: the core alone (L 256), then with the saturated zone's position terms at R = 100
-     * (L 512 / 384: tiles wholly saturated on both sides, tiles straddling R, tiles without) */
+    /* --check: the core alone (L 256), then with position terms saturating at R = 100 (L 512 /
+     * 384: saturated tiles on both sides, band tiles straddling R and inside it) */
     if (argc >= 2 && !strcmp(argv[1], "--check")) {
         run(2, 256, 2, 0, 1, 0); /* (two sequences: the maps' outer coordinate, the planes' batch) */
         run(1, 512, 2, 100, 1, 0);
@@ -952,6 +959,6 @@ int main(int argc, char **argv)
     }
     if (argc >= 4 && !strcmp(argv[1], "--bench"))
         return run(atoi(argv[2]), atoi(argv[3]), 12, argc >= 6 ? atoi(argv[5]) : 512, 0, argc >= 5 ? atoi(argv[4]) : 20);
-    fprintf(stderr, "usage: proto_ws_bwd --check | --bench B L [N [R]]   (R: saturation distance, 0 = no position terms; default 512)\n");
+    fprintf(stderr, "usage: proto_ws_bwd --check | --bench B L [N [R]]   (R: the log-bucket table saturating at R, 0 = no position terms; default 512)\n");
     return 2;
 }
