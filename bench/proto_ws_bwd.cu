@@ -56,13 +56,6 @@
 #ifndef PROTO_BAND_FUSED
 #define PROTO_BAND_FUSED 2
 #endif
-/* 1: a tile's final group (dX += dS Y ...) is waited for at the next tile's first wait, which
- * then releases its stage, so that the next tile's products queue behind it; 0 (default): waited
- * for at the tile's end. Measured (call 57): within -5 .. +7 % either way, the sign depending on
- * shape and clocks (ncu's locked clocks favour 0 at L 2048 / 8192) */
-#ifndef PROTO_DEFER
-#define PROTO_DEFER 0
-#endif
 #include "tma.cuh"
 
 #include <math.h>
@@ -356,7 +349,6 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 }
                 wgmma_commit();
                 wgmma_wait<0>();
-                if (PROTO_DEFER && j > 0) mbar_arrive(empty0 + 8 * ((j - 1) & 1)); /* the previous tile's final group completed at this wait: its stage is free */
                 reg_fence(sa);
                 reg_fence(dp);
                 reg_fence(gw[0]);
@@ -411,7 +403,6 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 }
                 wgmma_commit();
                 wgmma_wait<0>();
-                if (PROTO_DEFER && j > 0) mbar_arrive(empty0 + 8 * ((j - 1) & 1)); /* the previous tile's final group completed at this wait: its stage is free */
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
                 /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
@@ -468,18 +459,15 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             if constexpr (KV)
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
             wgmma_commit();
-            if (!PROTO_DEFER) { /* (deferred: waited for at the next tile's first wait) */
-                wgmma_wait<0>();
-                reg_fence(dx);
-                if constexpr (KV) reg_fence(dv);
-            }
+            wgmma_wait<0>();
+            reg_fence(dx);
+            if constexpr (KV) reg_fence(dv);
         } else {
             wgmma_fence();
             for (int ks = 0; ks < 4; ks++)
                 wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
             for (int ks = 0; ks < 4; ks++)
                 wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
-                if (PROTO_DEFER && j > 0) mbar_arrive(empty0 + 8 * ((j - 1) & 1)); /* the previous tile's final group completed at this wait: its stage is free */
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(sa);
@@ -497,18 +485,11 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             if constexpr (KV)
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
             wgmma_commit();
-            if (!PROTO_DEFER) { /* (deferred: waited for at the next tile's first wait) */
-                wgmma_wait<0>();
-                reg_fence(dx);
-                if constexpr (KV) reg_fence(dv);
-            }
+            wgmma_wait<0>();
+            reg_fence(dx);
+            if constexpr (KV) reg_fence(dv);
         }
-        if (!PROTO_DEFER) mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
-    }
-    if (PROTO_DEFER) { /* the last tile's final group */
-        wgmma_wait<0>();
-        reg_fence(dx);
-        if constexpr (KV) reg_fence(dv);
+        mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
     }
     if (A.R) {
         /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
