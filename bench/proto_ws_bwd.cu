@@ -80,7 +80,7 @@ struct proto_args {
      * row plus a column constant: planes [B][H][2][L] fp32 rps = q_i . pk[sat side] (c2p), cps =
      * k_j . pq[sat side] (p2c); tk / tq = the pk / pq rows [H][2][64] of the two sides' slots;
      * dtab[KV]: per CTA and consumer warp [8][2][64] fp32 partials of dpk (dq kernel) / dpq
-     * (dkdv kernel) at those slots, from the saturated tiles' pairs only.
+     * (dkdv kernel) at those slots, from the saturated tiles' pairs.
      * Band tiles (every other tile) gather every pair's terms from window products. */
     const int *slotmap;
     const uint16_t *pk, *pq;
@@ -88,6 +88,10 @@ struct proto_args {
     const float *rps, *cps;
     const uint16_t *tk, *tq;
     float *dtab[2];
+    /* dband[KV]: [H][ns][64] fp32, the band tiles' pairs' table gradients (dq kernel: dpk, dkdv
+     * kernel: dpq), added by fp32 atomics (a stand-in: not bitwise deterministic; NOTES.md has
+     * the deterministic flush planned); the saturated tiles' go to dtab */
+    float *dband[2];
     int B, L, H, R;
     float scale, sl2; /* 1 / sqrt(64 f), scale * log2(e) */
 };
@@ -313,6 +317,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
     const uint64_t dRR = desc_kmajor(base + P_RR, 64, 0, 0), dRC = desc_kmajor(base + P_RC, 64, 0, 0);
     const uint64_t dYm0 = desc_mnmajor(base + P_Y, 64, 0), dWm0 = desc_mnmajor(base + P_W, 64, 0);
     const uint64_t dRRm = desc_mnmajor(base + P_RR, 64, 0), dCm = desc_mnmajor(smem_u32(cb), 64, 0);
+    const uint64_t dCk = desc_kmajor(smem_u32(cb), 128, 0, 0), dXm = desc_mnmajor(base + P_X + 8192 * cw, 64, 0);
     mbar_wait(xbar, 0);
     for (int j = 0; j < nt; j++) {
         const int s = j & 1;
@@ -458,10 +463,30 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                                       desc_add(kk < 4 ? dR0m : dR1m, 2048 * (kk & 3)), 1);
             if constexpr (KV)
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, 0, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
+            /* the band pairs' table gradient over the window: E[u][d] = sum_row C[row][u] X[row][d]
+             * (A = C read K-major: C's u-lines of 64 rows; B = the warpgroup's X rows MN-major) */
+            float eg[2][8][4];
+            for (int hh = 0; hh < 2; hh++)
+                for (int ks = 0; ks < 4; ks++)
+                    wgmma_ss<64, 0, 0, 1>(eg[hh], desc_add(dCk, 8192 * hh + 32 * ks), desc_add(dXm, 2048 * ks), ks > 0);
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(dx);
             if constexpr (KV) reg_fence(dv);
+            reg_fence(eg[0]);
+            reg_fence(eg[1]);
+            /* E's rows u = 64 hh + 16 warp + g (+ 8) are r = sgn (rb0 - n0 + u - 63) */
+            for (int hh = 0; hh < 2; hh++)
+                for (int i = 0; i < 2; i++) {
+                    int r = rb0 - n0 + 64 * hh + rl0 + 8 * i - 63;
+                    r = KV ? -r : r;
+                    r = r < 1 - A.L ? 1 - A.L : r > A.L - 1 ? A.L - 1 : r; /* (u = 127: no pair, E = 0) */
+                    float *dst = A.dband[KV] + ((int64_t)h * A.ns + A.slotmap[r + A.L - 1]) * 64 + 2 * c;
+                    for (int nb = 0; nb < 8; nb++) {
+                        atomicAdd(dst + 8 * nb, eg[hh][nb][2 * i] * A.scale);
+                        atomicAdd(dst + 8 * nb + 1, eg[hh][nb][2 * i + 1] * A.scale);
+                    }
+                }
         } else {
             wgmma_fence();
             for (int ks = 0; ks < 4; ks++)
@@ -685,12 +710,6 @@ static int run(int B, int L, int H, int R, int check, int reps)
     auto tab = [&](const uint16_t *t, int h, int r, int d) {
         return (double)from_h(t[((size_t)h * ns + hsm[r + L - 1]) * 64 + d]);
     };
-    /* the side of the saturated 64 x 64 block holding pair (i, j) (the kernels' saturated
-     * tiles), -1 for a band block: the table gradients cover the saturated blocks only */
-    auto sat_side = [&](int i, int j) {
-        const int I = i & ~63, J = j & ~63;
-        return !R ? -1 : I - (J + 63) >= R ? 1 : I + 63 - J <= -R ? 0 : -1;
-    };
     auto el = [&](const uint16_t *t, int b, int i, int h, int d) { return (double)from_h(t[(((size_t)b * L + i) * H + h) * 64 + d]); };
     auto tb = [&](const uint16_t *t, int h, int sd, int d) { return (double)from_h(t[(size_t)h * 128 + 64 * sd + d]); };
     if (R)
@@ -712,8 +731,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
         rdq = (double *)calloc(n, sizeof(double));
         rdk = (double *)calloc(n, sizeof(double));
         rdv = (double *)calloc(n, sizeof(double));
-        rpk = (double *)calloc(nt, sizeof(double));
-        rpq = (double *)calloc(nt, sizeof(double));
+        rpk = (double *)calloc(ntab, sizeof(double));
+        rpq = (double *)calloc(ntab, sizeof(double));
         double *p = (double *)malloc((size_t)L * L * sizeof(double));
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++) {
@@ -746,14 +765,14 @@ static int run(int B, int L, int H, int R, int check, int reps)
                         double dp = 0;
                         for (int d = 0; d < 64; d++) dp += at(ho, i, d) * at(hv, j, d);
                         const double ds = pij * (dp - di);
-                        const int sd = sat_side(i, j);
                         for (int d = 0; d < 64; d++) {
                             rdq[idx(i, d)] += ds * (at(hk, j, d) + (R ? tab(hpk, h, i - j, d) : 0.0)) * scale;
                             rdk[idx(j, d)] += ds * (at(hq, i, d) + (R ? tab(hpq, h, i - j, d) : 0.0)) * scale;
                             rdv[idx(j, d)] += pij * at(ho, i, d);
-                            if (sd >= 0) {
-                                rpk[(size_t)h * 128 + 64 * sd + d] += ds * at(hq, i, d) * scale;
-                                rpq[(size_t)h * 128 + 64 * sd + d] += ds * at(hk, j, d) * scale;
+                            if (R) {
+                                const size_t t = ((size_t)h * ns + hsm[i - j + L - 1]) * 64 + d;
+                                rpk[t] += ds * at(hq, i, d) * scale;
+                                rpq[t] += ds * at(hk, j, d) * scale;
                             }
                         }
                     }
@@ -787,6 +806,11 @@ static int run(int B, int L, int H, int R, int check, int reps)
     CK(cudaMemcpy(dtk, htk, nt * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
+    float *dbk, *dbq; /* the band pairs' dpk / dpq (atomics: zeroed) */
+    CK(cudaMalloc((void **)&dbk, ntab * 4));
+    CK(cudaMalloc((void **)&dbq, ntab * 4));
+    CK(cudaMemset(dbk, 0, ntab * 4));
+    CK(cudaMemset(dbq, 0, ntab * 4));
     CK(cudaMemset(dtk2, 0xFF, (size_t)ncta * 8 * 128 * 4));
     CK(cudaMalloc((void **)&dq_, n * 2));
     CK(cudaMalloc((void **)&dk_, n * 2));
@@ -830,6 +854,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
     a.tq = dtq16;
     a.dtab[0] = dtq; /* dpk partials (dq kernel) */
     a.dtab[1] = dtk2; /* dpq partials (dkdv kernel) */
+    a.dband[0] = dbk;
+    a.dband[1] = dbq;
     a.R = R;
     a.B = B;
     a.L = L;
@@ -850,13 +876,24 @@ static int run(int B, int L, int H, int R, int check, int reps)
     if (check) {
         int nbad = check_one("dQ", gq, rdq, n) + check_one("dK", gk, rdk, n) + check_one("dV", gv, rdv, n), ncase = 3;
         if (R) {
-            double *got = (double *)malloc(nt * sizeof(double));
-            sum_parts(dtq, ncta, (int)grid.x, H, got);
-            nbad += check_tab("dPK", got, rpk, nt);
-            sum_parts(dtk2, ncta, (int)grid.x, H, got);
-            nbad += check_tab("dPQ", got, rpq, nt);
+            /* the saturated tiles' partials (slots 0 and ns - 1) plus the band tiles' sums */
+            double *sat = (double *)malloc(nt * sizeof(double)), *got = (double *)malloc(ntab * sizeof(double));
+            float *band = (float *)malloc(ntab * 4);
+            for (int k = 0; k < 2; k++) {
+                sum_parts(k ? dtk2 : dtq, ncta, (int)grid.x, H, sat);
+                CK(cudaMemcpy(band, k ? dbq : dbk, ntab * 4, cudaMemcpyDeviceToHost));
+                for (size_t t = 0; t < ntab; t++) got[t] = band[t];
+                for (int hh = 0; hh < H; hh++)
+                    for (int d = 0; d < 64; d++) {
+                        got[((size_t)hh * ns) * 64 + d] += sat[(size_t)hh * 128 + d];
+                        got[((size_t)hh * ns + ns - 1) * 64 + d] += sat[(size_t)hh * 128 + 64 + d];
+                    }
+                nbad += check_tab(k ? "dPQ" : "dPK", got, k ? rpq : rpk, ntab);
+            }
             ncase += 2;
+            free(sat);
             free(got);
+            free(band);
         }
         n_pass += ncase - nbad;
         n_fail += nbad;
@@ -910,6 +947,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
     cudaFree(dtq16);
     cudaFree(dtq);
     cudaFree(dtk2);
+    cudaFree(dbk);
+    cudaFree(dbq);
     free(hpk);
     free(hpq);
     free(hsm);

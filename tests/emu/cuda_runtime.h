@@ -39,6 +39,14 @@ struct uint4 {
 struct float2 {
     float x, y;
 };
+/* float atomics: the emulated threads share one OS thread, so a plain add is atomic */
+static inline float atomicAdd(float *p, float v)
+{
+    const float o = *p;
+    *p = o + v;
+    return o;
+}
+
 static inline float2 make_float2(float x, float y)
 {
     float2 r;
