@@ -3,8 +3,9 @@
 # them and the library for sm_90a, runs their float64 checks, times them with cudaEvent and
 # measures with ncu, in the same call, the library's backward kernels with and without position
 # terms and SDPA flash's backward kernels on the op-level shapes, then prints the prototype pair
-# against them: without position terms (R 0) and with the saturated zone's (R 512, where a v3
-# table saturates; the prototype has no log / linear-zone terms yet).
+# against them: without position terms (R 0) and with DeBERTa-v3's (R 512: the log-bucket table
+# of S 256 saturating at 512; the prototype's band table gradients are fp32 atomics, see its
+# header), plus cudaEvent runs where every tile is a band tile (R = L).
 #
 #   sh scripts/gpu_proto.sh [--shapes "32 512,8 2048,2 8192"] [--r "0 512"]
 #
@@ -94,7 +95,7 @@ for r in rs:
     # per shape: the untimed launch of dq then dkdv, then the timed call of each (kept)
     pairs = [(proto[i + 2][1], proto[i + 3][1]) for i in range(0, len(proto) - 3, 4)]
     lib_r = nopos if r == "0" else pos
-    what = "without position terms" if r == "0" else f"with the saturated zone's terms (R {r}; library: all terms)"
+    what = "without position terms" if r == "0" else f"with position terms (R {r}: v3's table)"
     print(f"ms at ncu clocks, {what}: prototype dq + dkdv | library dq + dkdv | flash backward kernel")
     for j, (a, b) in enumerate(pairs):
         n = lib_r[j] if j < len(lib_r) else (nan, nan)
