@@ -56,6 +56,11 @@
 #ifndef PROTO_BAND_FUSED
 #define PROTO_BAND_FUSED 2
 #endif
+/* copies of the band table-gradient sums (atomics), 1: one shared table; 0: E computed, the
+ * atomics left out (a cost split for the bench: --check then fails dPK / dPQ) */
+#ifndef PROTO_BAND_COPIES
+#define PROTO_BAND_COPIES 32
+#endif
 #include "tma.cuh"
 
 #include <math.h>
@@ -88,9 +93,11 @@ struct proto_args {
     const float *rps, *cps;
     const uint16_t *tk, *tq;
     float *dtab[2];
-    /* dband[KV]: [H][ns][64] fp32, the band tiles' pairs' table gradients (dq kernel: dpk, dkdv
-     * kernel: dpq), added by fp32 atomics (a stand-in: not bitwise deterministic; NOTES.md has
-     * the deterministic flush planned); the saturated tiles' go to dtab */
+    /* dband[KV]: [PROTO_BAND_COPIES][H][ns][64] fp32, the band tiles' pairs' table gradients
+     * (dq kernel: dpk, dkdv kernel: dpq), added by fp32 atomics into the copy of the warpgroup
+     * ((CTA without the head) * 2 + cw modulo the copies: less contention), summed on the host
+     * (a stand-in: not bitwise deterministic; NOTES.md has the deterministic flush planned); the
+     * saturated tiles' go to dtab */
     float *dband[2];
     int B, L, H, R;
     float scale, sl2; /* 1 / sqrt(64 f), scale * log2(e) */
@@ -476,12 +483,14 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             reg_fence(eg[0]);
             reg_fence(eg[1]);
             /* E's rows u = 64 hh + 16 warp + g (+ 8) are r = sgn (rb0 - n0 + u - 63) */
+            if constexpr (PROTO_BAND_COPIES > 0)
             for (int hh = 0; hh < 2; hh++)
                 for (int i = 0; i < 2; i++) {
                     int r = rb0 - n0 + 64 * hh + rl0 + 8 * i - 63;
                     r = KV ? -r : r;
                     r = r < 1 - A.L ? 1 - A.L : r > A.L - 1 ? A.L - 1 : r; /* (u = 127: no pair, E = 0) */
-                    float *dst = A.dband[KV] + ((int64_t)h * A.ns + A.slotmap[r + A.L - 1]) * 64 + 2 * c;
+                    const int copy = (int)(((blockIdx.x + gridDim.x * blockIdx.z) * 2 + cw) % PROTO_BAND_COPIES);
+                    float *dst = A.dband[KV] + (((int64_t)copy * A.H + h) * A.ns + A.slotmap[r + A.L - 1]) * 64 + 2 * c;
                     for (int nb = 0; nb < 8; nb++) {
                         atomicAdd(dst + 8 * nb, eg[hh][nb][2 * i] * A.scale);
                         atomicAdd(dst + 8 * nb + 1, eg[hh][nb][2 * i + 1] * A.scale);
@@ -807,10 +816,11 @@ static int run(int B, int L, int H, int R, int check, int reps)
     CK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
     float *dbk, *dbq; /* the band pairs' dpk / dpq (atomics: zeroed) */
-    CK(cudaMalloc((void **)&dbk, ntab * 4));
-    CK(cudaMalloc((void **)&dbq, ntab * 4));
-    CK(cudaMemset(dbk, 0, ntab * 4));
-    CK(cudaMemset(dbq, 0, ntab * 4));
+    const size_t nband = (size_t)(PROTO_BAND_COPIES > 0 ? PROTO_BAND_COPIES : 1) * ntab;
+    CK(cudaMalloc((void **)&dbk, nband * 4));
+    CK(cudaMalloc((void **)&dbq, nband * 4));
+    CK(cudaMemset(dbk, 0, nband * 4));
+    CK(cudaMemset(dbq, 0, nband * 4));
     CK(cudaMemset(dtk2, 0xFF, (size_t)ncta * 8 * 128 * 4));
     CK(cudaMalloc((void **)&dq_, n * 2));
     CK(cudaMalloc((void **)&dk_, n * 2));
@@ -878,11 +888,14 @@ static int run(int B, int L, int H, int R, int check, int reps)
         if (R) {
             /* the saturated tiles' partials (slots 0 and ns - 1) plus the band tiles' sums */
             double *sat = (double *)malloc(nt * sizeof(double)), *got = (double *)malloc(ntab * sizeof(double));
-            float *band = (float *)malloc(ntab * 4);
+            float *band = (float *)malloc(nband * 4);
             for (int k = 0; k < 2; k++) {
                 sum_parts(k ? dtk2 : dtq, ncta, (int)grid.x, H, sat);
-                CK(cudaMemcpy(band, k ? dbq : dbk, ntab * 4, cudaMemcpyDeviceToHost));
-                for (size_t t = 0; t < ntab; t++) got[t] = band[t];
+                CK(cudaMemcpy(band, k ? dbq : dbk, nband * 4, cudaMemcpyDeviceToHost));
+                for (size_t t = 0; t < ntab; t++) {
+                    got[t] = 0;
+                    for (size_t cp = 0; cp < nband / ntab; cp++) got[t] += band[cp * ntab + t];
+                }
                 for (int hh = 0; hh < H; hh++)
                     for (int d = 0; d < 64; d++) {
                         got[((size_t)hh * ns) * 64 + d] += sat[(size_t)hh * 128 + d];
