@@ -56,8 +56,13 @@
 #ifndef PROTO_BAND_FUSED
 #define PROTO_BAND_FUSED 2
 #endif
-/* copies of the band table-gradient sums (atomics), 1: one shared table; 0: E computed, the
- * atomics left out (a cost split for the bench: --check then fails dPK / dPQ) */
+/* the band pairs' table gradients: PROTO_BAND_FLUSH 1 (default) a deterministic flush into a
+ * partial table per warpgroup; 0: fp32 atomics into PROTO_BAND_COPIES copies (1: one shared
+ * table; 0: E computed, the atomics left out, a cost split for the bench: --check then fails
+ * dPK / dPQ) */
+#ifndef PROTO_BAND_FLUSH
+#define PROTO_BAND_FLUSH 1
+#endif
 #ifndef PROTO_BAND_COPIES
 #define PROTO_BAND_COPIES 32
 #endif
@@ -483,7 +488,52 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             reg_fence(eg[0]);
             reg_fence(eg[1]);
             /* E's rows u = 64 hh + 16 warp + g (+ 8) are r = sgn (rb0 - n0 + u - 63) */
-            if constexpr (PROTO_BAND_COPIES > 0)
+            if constexpr (PROTO_BAND_FLUSH == 1) {
+                /* deterministic: each half staged in D, then per 8-row group and 4 d columns one
+                 * thread sums the runs of equal slots that start in its group and adds each run to
+                 * the warpgroup's own partial table (no other writer) */
+                const int tw = tid - 128 * wg, q = tw >> 4, k4 = 4 * (tw & 15);
+                float *part = A.dband[KV] +
+                              ((int64_t)((blockIdx.x + gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z)) * 2 + cw) *
+                               A.ns) * 64 + k4;
+                auto slot_at = [&](int hh, int t) {
+                    int r = rb0 - n0 + 64 * hh + t - 63;
+                    r = KV ? -r : r;
+                    r = r < 1 - A.L ? 1 - A.L : r > A.L - 1 ? A.L - 1 : r; /* (u = 127: no pair, E = 0) */
+                    return A.slotmap[r + A.L - 1];
+                };
+                for (int hh = 0; hh < 2; hh++) {
+                    for (int nb = 0; nb < 8; nb++)
+                        for (int i = 0; i < 2; i++)
+                            *(float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c) =
+                                make_float2(eg[hh][nb][2 * i], eg[hh][nb][2 * i + 1]);
+                    bar_sync_named(1 + cw, 128);
+                    int t = 8 * q, sl = slot_at(hh, t);
+                    if (q > 0) /* a run continuing from the group above is that group's */
+                        for (const int prev = slot_at(hh, t - 1); t < 8 * q + 8 && sl == prev;)
+                            sl = ++t < 64 ? slot_at(hh, t) : -1;
+                    while (t < 8 * q + 8) {
+                        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+                        const int run = sl;
+                        for (; t < 64 && sl == run; sl = ++t < 64 ? slot_at(hh, t) : -1) {
+                            const float4 v = *(const float4 *)(dg + t * D_PITCH + k4);
+                            acc.x += v.x;
+                            acc.y += v.y;
+                            acc.z += v.z;
+                            acc.w += v.w;
+                        }
+                        float4 *dst = (float4 *)(part + (int64_t)run * 64);
+                        float4 o = *dst;
+                        o.x += acc.x * A.scale;
+                        o.y += acc.y * A.scale;
+                        o.z += acc.z * A.scale;
+                        o.w += acc.w * A.scale;
+                        *dst = o;
+                    }
+                    bar_sync_named(1 + cw, 128); /* D is free again */
+                }
+            }
+            if constexpr (PROTO_BAND_FLUSH == 0 && PROTO_BAND_COPIES > 0)
             for (int hh = 0; hh < 2; hh++)
                 for (int i = 0; i < 2; i++) {
                     int r = rb0 - n0 + 64 * hh + rl0 + 8 * i - 63;
@@ -816,7 +866,8 @@ static int run(int B, int L, int H, int R, int check, int reps)
     CK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
     float *dbk, *dbq; /* the band pairs' dpk / dpq (atomics: zeroed) */
-    const size_t nband = (size_t)(PROTO_BAND_COPIES > 0 ? PROTO_BAND_COPIES : 1) * ntab;
+    /* flush: a partial table per (CTA, warpgroup); atomics: the copies */
+    const size_t nband = (PROTO_BAND_FLUSH ? (size_t)ncta * 2 : (size_t)(PROTO_BAND_COPIES > 0 ? PROTO_BAND_COPIES : 1) * H) * (ntab / H);
     CK(cudaMalloc((void **)&dbk, nband * 4));
     CK(cudaMalloc((void **)&dbq, nband * 4));
     CK(cudaMemset(dbk, 0, nband * 4));
@@ -892,9 +943,13 @@ static int run(int B, int L, int H, int R, int check, int reps)
             for (int k = 0; k < 2; k++) {
                 sum_parts(k ? dtk2 : dtq, ncta, (int)grid.x, H, sat);
                 CK(cudaMemcpy(band, k ? dbq : dbk, nband * 4, cudaMemcpyDeviceToHost));
-                for (size_t t = 0; t < ntab; t++) {
-                    got[t] = 0;
-                    for (size_t cp = 0; cp < nband / ntab; cp++) got[t] += band[cp * ntab + t];
+                /* copies of [ns][64] per head: flush, copy = (CTA) * 2 + cw with the head at (CTA /
+                 * grid.x) % H; atomics, copy = c * H + h */
+                const size_t per = ntab / H, ncopy = nband / per;
+                for (size_t t = 0; t < ntab; t++) got[t] = 0;
+                for (size_t cp = 0; cp < ncopy; cp++) {
+                    const size_t hh = PROTO_BAND_FLUSH ? (cp / 2 / grid.x) % H : cp % H;
+                    for (size_t t = 0; t < per; t++) got[hh * per + t] += band[cp * per + t];
                 }
                 for (int hh = 0; hh < H; hh++)
                     for (int d = 0; d < 64; d++) {
