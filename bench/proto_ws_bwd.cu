@@ -189,6 +189,62 @@ __device__ __forceinline__ void tile_ds(const float (&sa)[8][4], const float (&d
     }
 }
 
+/* The band tile's pieces (a warpgroup's view; its thread rows rl0, rl0 + 8, columns 8 nb + 2 c
+ * + (e & 1); dg: the warpgroup's D tile [64][D_PITCH] fp32). */
+/* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
+__device__ __forceinline__ void window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db0, uint64_t db1)
+{
+    for (int ks = 0; ks < 4; ks++) {
+        wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(da, 32 * ks), desc_add(db0, 32 * ks), ks > 0);
+        wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(da, 32 * ks), desc_add(db1, 32 * ks), ks > 0);
+    }
+}
+
+/* sa = X Y^T, dp = Z W^T over the tile (K = 64) */
+__device__ __forceinline__ void s_dp_products(float (&sa)[8][4], float (&dp)[8][4], uint64_t dx, uint64_t dy, uint64_t dz,
+                                              uint64_t dw)
+{
+    for (int ks = 0; ks < 4; ks++) wgmma_ss<64, 0, 0, 0>(sa, desc_add(dx, 32 * ks), desc_add(dy, 32 * ks), ks > 0);
+    for (int ks = 0; ks < 4; ks++) wgmma_ss<64, 0, 0, 0>(dp, desc_add(dz, 32 * ks), desc_add(dw, 32 * ks), ks > 0);
+}
+
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+__device__ __forceinline__ void gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+    _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+        _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+            _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
+            }
+}
+
+/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
+template <int ADD>
+__device__ __forceinline__ void gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+    _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
+        _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
+            _Pragma("unroll") for (int e = 0; e < 4; e++) {
+                const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                if ((unsigned)rl < 64u) {
+                    if (ADD) dg[rl * D_PITCH + cl] += gw[hh][nb][e];
+                    else dg[rl * D_PITCH + cl] = gw[hh][nb][e];
+                }
+            }
+}
+
+/* sa += D (the thread's own elements) */
+__device__ __forceinline__ void add_d(float (&sa)[8][4], const float *dg, int rl0, int c)
+{
+    for (int nb = 0; nb < 8; nb++)
+        for (int i = 0; i < 2; i++) {
+            const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
+            sa[nb][2 * i] += v.x;
+            sa[nb][2 * i + 1] += v.y;
+        }
+}
+
 /* Whether any pair of the tile rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band
  * |r| < R (r = i - j; the dkdv kernel's rows are keys: r = column - row). */
 template <int KV>
@@ -356,113 +412,56 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 const int rl0 = opaque(rl0_), c = opaque(c_);
                 /* S, dP and the row side's G[row][u] = X_row . TR[slot(r(u))] in one group */
                 wgmma_fence();
-                for (int ks = 0; ks < 4; ks++)
-                    wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
-                for (int ks = 0; ks < 4; ks++)
-                    wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
-                for (int ks = 0; ks < 4; ks++) {
-                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dX, 32 * ks), desc_add(dR0, 32 * ks), ks > 0);
-                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dX, 32 * ks), desc_add(dR1, 32 * ks), ks > 0);
-                }
+                s_dp_products(sa, dp, dX, dY, dZ, dW);
+                window_products(gw, dX, dR0, dR1);
                 wgmma_commit();
                 wgmma_wait<0>();
                 reg_fence(sa);
                 reg_fence(dp);
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
-                /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                            const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                            if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
-                        }
+                gather_g(dg, gw, rl0, c);
                 __syncwarp();
                 /* the column side's H[col][u] = Y_col . TC[slot(r(u))], in flight while G is added */
                 wgmma_fence();
-                for (int ks = 0; ks < 4; ks++) {
-                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dY, 32 * ks), desc_add(dC0, 32 * ks), ks > 0);
-                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dY, 32 * ks), desc_add(dC1, 32 * ks), ks > 0);
-                }
+                window_products(gw, dY, dC0, dC1);
                 wgmma_commit();
-                for (int nb = 0; nb < 8; nb++)
-                    for (int i = 0; i < 2; i++) {
-                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                        sa[nb][2 * i] += v.x;
-                        sa[nb][2 * i + 1] += v.y;
-                    }
+                add_d(sa, dg, rl0, c);
                 wgmma_wait<0>();
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
                 bar_sync_named(1 + cw, 128); /* every warp's G reads done */
-                /* D[row][col] = H[col][row - col + 63] (any warp's rows; each element has one writer) */
-                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                            const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
-                            if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] = gw[hh][nb][e];
-                        }
+                gather_h<0>(dg, gw, rl0, c);
                 bar_sync_named(1 + cw, 128);
-                for (int nb = 0; nb < 8; nb++)
-                    for (int i = 0; i < 2; i++) {
-                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                        sa[nb][2 * i] += v.x;
-                        sa[nb][2 * i + 1] += v.y;
-                    }
+                add_d(sa, dg, rl0, c);
             } else { /* G, H, then S and dP: three round trips, at most 64 accumulators of them live */
                 float gw[2][8][4];
                 const int rl0 = opaque(rl0_), c = opaque(c_);
                 /* the row side's G[row][u] = X_row . TR[slot(r(u))] */
                 wgmma_fence();
-                for (int ks = 0; ks < 4; ks++) {
-                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dX, 32 * ks), desc_add(dR0, 32 * ks), ks > 0);
-                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dX, 32 * ks), desc_add(dR1, 32 * ks), ks > 0);
-                }
+                window_products(gw, dX, dR0, dR1);
                 wgmma_commit();
                 wgmma_wait<0>();
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
-                /* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                            const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                            if ((unsigned)col < 64u) dg[rl * D_PITCH + col] = gw[hh][nb][e];
-                        }
+                gather_g(dg, gw, rl0, c);
                 /* the column side's H[col][u] = Y_col . TC[slot(r(u))] */
                 wgmma_fence();
-                for (int ks = 0; ks < 4; ks++) {
-                    wgmma_ss<64, 0, 0, 0>(gw[0], desc_add(dY, 32 * ks), desc_add(dC0, 32 * ks), ks > 0);
-                    wgmma_ss<64, 0, 0, 0>(gw[1], desc_add(dY, 32 * ks), desc_add(dC1, 32 * ks), ks > 0);
-                }
+                window_products(gw, dY, dC0, dC1);
                 wgmma_commit();
                 wgmma_wait<0>();
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
                 bar_sync_named(1 + cw, 128); /* every warp's G stores done */
-                /* D[row][col] += H[col][row - col + 63] (any warp's rows; each element has one writer) */
-                _Pragma("unroll") for (int hh = 0; hh < 2; hh++)
-                    _Pragma("unroll") for (int nb = 0; nb < 8; nb++)
-                        _Pragma("unroll") for (int e = 0; e < 4; e++) {
-                            const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
-                            if ((unsigned)rl < 64u) dg[rl * D_PITCH + cl] += gw[hh][nb][e];
-                        }
+                gather_h<1>(dg, gw, rl0, c);
                 bar_sync_named(1 + cw, 128);
                 wgmma_fence();
-                for (int ks = 0; ks < 4; ks++)
-                    wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
-                for (int ks = 0; ks < 4; ks++)
-                    wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
+                s_dp_products(sa, dp, dX, dY, dZ, dW);
                 wgmma_commit();
                 wgmma_wait<0>();
                 reg_fence(sa);
                 reg_fence(dp);
-                for (int nb = 0; nb < 8; nb++)
-                    for (int i = 0; i < 2; i++) {
-                        const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * D_PITCH + 8 * nb + 2 * c);
-                        sa[nb][2 * i] += v.x;
-                        sa[nb][2 * i + 1] += v.y;
-                    }
+                add_d(sa, dg, rl0, c);
             }
             tile_ds<KV, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, A.sl2, cb);
             fence_proxy_async(); /* (C is read by wgmma) */
@@ -548,10 +547,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 }
         } else {
             wgmma_fence();
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(sa, desc_add(dX, 32 * ks), desc_add(dY, 32 * ks), ks > 0);
-            for (int ks = 0; ks < 4; ks++)
-                wgmma_ss<64, 0, 0, 0>(dp, desc_add(dZ, 32 * ks), desc_add(dW, 32 * ks), ks > 0);
+            s_dp_products(sa, dp, dX, dY, dZ, dW);
             wgmma_commit();
             wgmma_wait<0>();
             reg_fence(sa);
