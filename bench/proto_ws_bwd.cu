@@ -32,13 +32,15 @@
  *     G[row][u] = X_row . TR[slot(r(u))] and H[col][u] = Y_col . TC[slot(r(u))] (wgmma, the
  *     table rows from a ring of 4 blocks of 64 rows that the producer fills, block a holding r =
  *     sgn (m0 - 64 a + t + 65)), gathered through a shared-memory tile D into the scores; the
- *     rows' gradient dX += C . TR window, C[row][u] = dS[row][row - u + 63] (MN-major).
- *     Not there yet: the band pairs' table gradients (NOTES.md: where they could live).
+ *     rows' gradient dX += C . TR window, C[row][u] = dS[row][row - u + 63] (MN-major), and
+ *     the band pairs' table gradients from E = C^T X per band tile, flushed into a partial
+ *     table per warpgroup (PROTO_BAND_FLUSH below; NOTES.md: the flush's cost and where it
+ *     should go instead).
  *
  *   proto_ws_bwd --check           both kernels against a float64 reference of the full function
  *                                   on the host: B2 L256 H2 without position terms, B1 L512 H2
  *                                   and B2 L384 H1 with a log-bucket table saturating at R = 100
- *                                   (table gradients: the saturated tiles' pairs)
+ *                                   (dpk / dpq: the whole tables)
  *                                   (exit 1 on a mismatch, 77 without a compute capability 9.0
  *                                   GPU)
  *   proto_ws_bwd --bench B L [N [R]]  N (default 20) timed launches of each kernel at H 12, R
@@ -98,10 +100,10 @@ struct proto_args {
     const float *rps, *cps;
     const uint16_t *tk, *tq;
     float *dtab[2];
-    /* dband[KV]: [PROTO_BAND_COPIES][H][ns][64] fp32, the band tiles' pairs' table gradients
-     * (dq kernel: dpk, dkdv kernel: dpq), added by fp32 atomics into the copy of the warpgroup
-     * ((CTA without the head) * 2 + cw modulo the copies: less contention), summed on the host
-     * (a stand-in: not bitwise deterministic; NOTES.md has the deterministic flush planned); the
+    /* dband[KV]: the band tiles' pairs' table gradients (dq kernel: dpk, dkdv kernel: dpq), fp32,
+     * summed on the host: PROTO_BAND_FLUSH 1, [CTA][2 warpgroups][ns][64] partial tables with one
+     * writer each (deterministic); 0, [PROTO_BAND_COPIES][H][ns][64] tables added to by fp32
+     * atomics, the copy of a warpgroup ((CTA without the head) * 2 + cw modulo the copies). The
      * saturated tiles' go to dtab */
     float *dband[2];
     int B, L, H, R;
@@ -714,8 +716,8 @@ static int slot_of(int r, int pb, int mp)
 }
 
 /* random inputs; lse and D from a float64 forward on the host with the reference gradients when
- * `check` (else plausible values: the bench only times). R > 0: the position terms of the
- * saturated zone |i - j| >= R (c2p and p2c: scale 1 / sqrt(3 * 64)), with their table gradients. */
+ * `check` (else plausible values: the bench only times). R > 0: c2p and p2c (scale 1 / sqrt(3 *
+ * 64)) with a log-bucket table saturating at R, and their table gradients. */
 static int run(int B, int L, int H, int R, int check, int reps)
 {
     /* R > 0: position terms with the log-bucket table of position_buckets R / 2, max position
