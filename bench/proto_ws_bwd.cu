@@ -33,9 +33,9 @@
  *     table rows from a ring of 4 blocks of 64 rows that the producer fills, block a holding r =
  *     sgn (m0 - 64 a + t + 65)), gathered through a shared-memory tile D into the scores; the
  *     rows' gradient dX += C . TR window, C[row][u] = dS[row][row - u + 63] (MN-major), and
- *     the band pairs' table gradients from E = C^T X per band tile, flushed into a partial
- *     table per warpgroup (PROTO_BAND_FLUSH below; NOTES.md: the flush's cost and where it
- *     should go instead).
+ *     the band pairs' table gradients from E = C^T X per band tile, staged in shared memory
+ *     and added to a row-frame partial per warpgroup by the TMA unit's bulk reductions (one
+ *     thread issues them; PROTO_BAND_FLUSH below has the other forms measured; NOTES.md).
  *
  *   proto_ws_bwd --check           both kernels against a float64 reference of the full function
  *                                   on the host: B2 L256 H2 without position terms, B1 L512 H2
@@ -58,12 +58,14 @@
 #ifndef PROTO_BAND_FUSED
 #define PROTO_BAND_FUSED 2
 #endif
-/* the band pairs' table gradients: PROTO_BAND_FLUSH 1 (default) a deterministic flush into a
- * partial table per warpgroup; 0: fp32 atomics into PROTO_BAND_COPIES copies (1: one shared
- * table; 0: E computed, the atomics left out, a cost split for the bench: --check then fails
- * dPK / dPQ) */
+/* the band pairs' table gradients: PROTO_BAND_FLUSH 2 (default) E staged in shared memory and
+ * added by bulk asynchronous reductions (the TMA unit) into a partial per warpgroup in the row
+ * frame r' = row - column, its slots summed afterwards (here on the host); 1: a deterministic
+ * flush by the consumer threads into a partial table per warpgroup (runs of equal slots summed
+ * first); 0: fp32 atomics into PROTO_BAND_COPIES copies (1: one shared table; 0: E computed,
+ * the atomics left out, a cost split for the bench: --check then fails dPK / dPQ) */
 #ifndef PROTO_BAND_FLUSH
-#define PROTO_BAND_FLUSH 1
+#define PROTO_BAND_FLUSH 2
 #endif
 #ifndef PROTO_BAND_COPIES
 #define PROTO_BAND_COPIES 32
@@ -101,11 +103,15 @@ struct proto_args {
     const uint16_t *tk, *tq;
     float *dtab[2];
     /* dband[KV]: the band tiles' pairs' table gradients (dq kernel: dpk, dkdv kernel: dpq), fp32,
-     * summed on the host: PROTO_BAND_FLUSH 1, [CTA][2 warpgroups][ns][64] partial tables with one
+     * summed on the host: PROTO_BAND_FLUSH 2, [CTA][2 warpgroups][2 nkh + 2 blocks][64 t][64 d]
+     * in the row frame (block kb holds r' = row - column = 64 (kb - nkh) + t - 63; within a
+     * block element (t, d) at float 64 t + 4 ((d >> 2) ^ (t & 7)) + (d & 3)), one issuing thread
+     * per warpgroup (deterministic); PROTO_BAND_FLUSH 1, [CTA][2 warpgroups][ns][64] partial tables with one
      * writer each (deterministic); 0, [PROTO_BAND_COPIES][H][ns][64] tables added to by fp32
      * atomics, the copy of a warpgroup ((CTA without the head) * 2 + cw modulo the copies). The
      * saturated tiles' go to dtab */
     float *dband[2];
+    int nkh; /* PROTO_BAND_FLUSH 2: the row-frame blocks' offset, (R + 63) / 64 */
     int B, L, H, R;
     float scale, sl2; /* 1 / sqrt(64 f), scale * log2(e) */
 };
@@ -245,6 +251,20 @@ __device__ __forceinline__ void add_d(float (&sa)[8][4], const float *dg, int rl
             sa[nb][2 * i] += v.x;
             sa[nb][2 * i + 1] += v.y;
         }
+}
+
+/* At a band tile's start (PROTO_BAND_FLUSH 2, while its first products run): the previous band
+ * tile's bulk reductions complete (they read D and C; and two of them add into the same
+ * row-frame block, so waiting for completion orders them: deterministic sums), then C's zeros
+ * again (its half 1 staged E) */
+__device__ __forceinline__ void band_reuse(char *cb, int tw, int cw)
+{
+    if constexpr (PROTO_BAND_FLUSH == 2) {
+        if (tw == 0) bulk_wait_all();
+        bar_sync_named(1 + cw, 128);
+        const uint4 zero = {0u, 0u, 0u, 0u};
+        for (int i = 0; i < 8; i++) *(uint4 *)(cb + 16 * (tw + 128 * i)) = zero;
+    }
 }
 
 /* Whether any pair of the tile rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band
@@ -417,6 +437,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 s_dp_products(sa, dp, dX, dY, dZ, dW);
                 window_products(gw, dX, dR0, dR1);
                 wgmma_commit();
+                band_reuse(cb, tid - 128 * wg, cw);
                 wgmma_wait<0>();
                 reg_fence(sa);
                 reg_fence(dp);
@@ -443,6 +464,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
                 wgmma_fence();
                 window_products(gw, dX, dR0, dR1);
                 wgmma_commit();
+                band_reuse(cb, tid - 128 * wg, cw);
                 wgmma_wait<0>();
                 reg_fence(gw[0]);
                 reg_fence(gw[1]);
@@ -489,6 +511,34 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
             reg_fence(eg[0]);
             reg_fence(eg[1]);
             /* E's rows u = 64 hh + 16 warp + g (+ 8) are r = sgn (rb0 - n0 + u - 63) */
+            if constexpr (PROTO_BAND_FLUSH == 2) {
+                /* E (times scale) staged as two fp32 [64][64] blocks, swizzled (the float2 stores
+                 * conflict-free), half 0 in D (free since the barrier after tile_ds), half 1 in C
+                 * (after every warp's final wgmma has read it); one thread adds both to the
+                 * warpgroup's row-frame partial by bulk reductions; the next band tile waits for
+                 * them (band_reuse) before it writes D or C */
+                const int tw = tid - 128 * wg;
+                const int64_t blk =
+                    ((int64_t)(blockIdx.x + gridDim.x * (blockIdx.y + (int64_t)gridDim.y * blockIdx.z)) * 2 + cw) *
+                        (2 * A.nkh + 2) + ((rb0 - n0) >> 6) + A.nkh;
+                for (int hh = 0; hh < 2; hh++) {
+                    float *st = hh ? (float *)cb : dg;
+                    if (hh) bar_sync_named(1 + cw, 128);
+                    for (int nb = 0; nb < 8; nb++)
+                        for (int i = 0; i < 2; i++) {
+                            const int t = rl0 + 8 * i;
+                            *(float2 *)(st + 64 * t + 4 * ((2 * nb + (c >> 1)) ^ (t & 7)) + 2 * (c & 1)) =
+                                make_float2(eg[hh][nb][2 * i] * A.scale, eg[hh][nb][2 * i + 1] * A.scale);
+                        }
+                }
+                fence_proxy_async(); /* (read by the bulk reductions: the async proxy) */
+                bar_sync_named(1 + cw, 128);
+                if (tw == 0) {
+                    bulk_reduce_add_f32(A.dband[KV] + blk * 4096, smem_u32(dg), 16384);
+                    bulk_reduce_add_f32(A.dband[KV] + (blk + 1) * 4096, smem_u32(cb), 16384);
+                    bulk_commit();
+                }
+            }
             if constexpr (PROTO_BAND_FLUSH == 1) {
                 /* deterministic: each half staged in D, then per 8-row group and 4 d columns one
                  * thread sums the runs of equal slots that start in its group and adds each run to
@@ -573,6 +623,7 @@ __device__ __forceinline__ void proto_ws_body(const proto_maps &M, const proto_a
         }
         mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
     }
+    if (PROTO_BAND_FLUSH == 2 && A.R && tid - 128 * wg == 0) bulk_wait_all(); /* (their sources: this CTA's shared memory) */
     if (A.R) {
         /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
         for (int sd = 0; sd < 2; sd++)
@@ -864,8 +915,11 @@ static int run(int B, int L, int H, int R, int check, int reps)
     CK(cudaMemcpy(dtq16, htq, nt * 2, cudaMemcpyHostToDevice));
     CK(cudaMemset(dtq, 0xFF, (size_t)ncta * 8 * 128 * 4));
     float *dbk, *dbq; /* the band pairs' dpk / dpq (atomics: zeroed) */
-    /* flush: a partial table per (CTA, warpgroup); atomics: the copies */
-    const size_t nband = (PROTO_BAND_FLUSH ? (size_t)ncta * 2 : (size_t)(PROTO_BAND_COPIES > 0 ? PROTO_BAND_COPIES : 1) * H) * (ntab / H);
+    /* bulk reductions: row-frame blocks per (CTA, warpgroup); flush: a partial table per (CTA,
+     * warpgroup); atomics: the copies */
+    const int nkh = (R + 63) / 64, nblk = 2 * nkh + 2;
+    const size_t nband = PROTO_BAND_FLUSH == 2 ? (size_t)ncta * 2 * nblk * 4096
+                         : (PROTO_BAND_FLUSH ? (size_t)ncta * 2 : (size_t)(PROTO_BAND_COPIES > 0 ? PROTO_BAND_COPIES : 1) * H) * (ntab / H);
     CK(cudaMalloc((void **)&dbk, nband * 4));
     CK(cudaMalloc((void **)&dbq, nband * 4));
     CK(cudaMemset(dbk, 0, nband * 4));
@@ -915,6 +969,7 @@ static int run(int B, int L, int H, int R, int check, int reps)
     a.dtab[1] = dtk2; /* dpq partials (dkdv kernel) */
     a.dband[0] = dbk;
     a.dband[1] = dbq;
+    a.nkh = nkh;
     a.R = R;
     a.B = B;
     a.L = L;
@@ -938,6 +993,7 @@ static int run(int B, int L, int H, int R, int check, int reps)
             /* the saturated tiles' partials (slots 0 and ns - 1) plus the band tiles' sums */
             double *sat = (double *)malloc(nt * sizeof(double)), *got = (double *)malloc(ntab * sizeof(double));
             float *band = (float *)malloc(nband * 4);
+            size_t nfar = 0; /* bulk reductions: nonzero sums outside -L < r < L */
             for (int k = 0; k < 2; k++) {
                 sum_parts(k ? dtk2 : dtq, ncta, (int)grid.x, H, sat);
                 CK(cudaMemcpy(band, k ? dbq : dbk, nband * 4, cudaMemcpyDeviceToHost));
@@ -945,7 +1001,22 @@ static int run(int B, int L, int H, int R, int check, int reps)
                  * grid.x) % H; atomics, copy = c * H + h */
                 const size_t per = ntab / H, ncopy = nband / per;
                 for (size_t t = 0; t < ntab; t++) got[t] = 0;
-                for (size_t cp = 0; cp < ncopy; cp++) {
+                if (PROTO_BAND_FLUSH == 2) /* the row-frame blocks: r' = 64 (kb - nkh) + t - 63, r = sgn r' */
+                    for (size_t cp = 0; cp < (size_t)ncta * 2; cp++)
+                        for (int kb = 0; kb < nblk; kb++)
+                            for (int t = 0; t < 64; t++) {
+                                const int rf = 64 * (kb - nkh) + t - 63, r = k ? -rf : rf;
+                                const float *bk = band + (cp * nblk + kb) * 4096;
+                                for (int d = 0; d < 64; d++) {
+                                    const float v = bk[64 * t + 4 * ((d >> 2) ^ (t & 7)) + (d & 3)];
+                                    if (r <= -L || r >= L) { /* no pair: must stay zero */
+                                        if (v != 0.f) nfar++;
+                                        continue;
+                                    }
+                                    got[((cp / 2 / grid.x) % H * ns + hsm[r + L - 1]) * 64 + d] += v;
+                                }
+                            }
+                for (size_t cp = 0; PROTO_BAND_FLUSH != 2 && cp < ncopy; cp++) {
                     const size_t hh = PROTO_BAND_FLUSH ? (cp / 2 / grid.x) % H : cp % H;
                     for (size_t t = 0; t < per; t++) got[hh * per + t] += band[cp * per + t];
                 }
@@ -954,7 +1025,10 @@ static int run(int B, int L, int H, int R, int check, int reps)
                         got[((size_t)hh * ns) * 64 + d] += sat[(size_t)hh * 128 + d];
                         got[((size_t)hh * ns + ns - 1) * 64 + d] += sat[(size_t)hh * 128 + 64 + d];
                     }
-                nbad += check_tab(k ? "dPQ" : "dPK", got, k ? rpq : rpk, ntab);
+                const int tbad = check_tab(k ? "dPQ" : "dPK", got, k ? rpq : rpk, ntab);
+                if (nfar) printf("FAIL proto_ws_bwd check %s: %zu nonzero row-frame sums at |r| >= L\n", k ? "dPQ" : "dPK", nfar);
+                nbad += tbad || nfar;
+                nfar = 0;
             }
             ncase += 2;
             free(sat);

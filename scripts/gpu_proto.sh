@@ -4,7 +4,7 @@
 # measures with ncu, in the same call, the library's backward kernels with and without position
 # terms and SDPA flash's backward kernels on the op-level shapes, then prints the prototype pair
 # against them: without position terms (R 0) and with DeBERTa-v3's (R 512: the log-bucket table
-# of S 256 saturating at 512; the prototype's band table gradients are fp32 atomics, see its
+# of S 256 saturating at 512; how the prototype sums its band table gradients: see its
 # header), plus cudaEvent runs where every tile is a band tile (R = L).
 #
 #   sh scripts/gpu_proto.sh [--shapes "32 512,8 2048,2 8192"] [--r "0 512"]

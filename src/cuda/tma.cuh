@@ -156,6 +156,31 @@ DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
         : "memory"));
 }
 
+/* Bulk asynchronous reductions (the TMA unit adds in L2; the warp-specialized backward
+ * prototype's table gradients, bench/proto_ws_bwd.cu): bytes (a multiple of 16) of fp32 values
+ * at the shared address src, 16-byte aligned, are added element by element to global memory at
+ * dst (16-byte aligned). Each joins the issuing thread's open bulk group; bulk_commit closes it.
+ * The shared source must be ordered before by fence_proxy_async in its writers (and a barrier).
+ * Two reductions of one thread into the same cells are ordered only by bulk_wait_all between
+ * them (the sums are then bitwise the same every run). */
+DATTN_DEV void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes)
+{
+    DATTN_TMA_ONLY(asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+                                "r"(src), "r"(bytes)
+                                : "memory"));
+}
+
+DATTN_DEV void bulk_commit(void) { DATTN_TMA_ONLY(asm volatile("cp.async.bulk.commit_group;\n" ::: "memory")); }
+
+/* waits until this thread's committed bulk groups have completed (their global writes done) */
+DATTN_DEV void bulk_wait_all(void) { DATTN_TMA_ONLY(asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory")); }
+
+/* waits until they have read their shared sources (the buffers may be written again) */
+DATTN_DEV void bulk_wait_read_all(void)
+{
+    DATTN_TMA_ONLY(asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"));
+}
+
 /* box at coordinates (c0 = column, c1 = head, c2 = row, c3 = outer) of the map into the
  * shared tile at dst, by the lanes with `issue` != 0 only (no branch); completes as
  * transaction bytes (the whole box, out-of-bounds zeros included) on the mbarrier bar */

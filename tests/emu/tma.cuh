@@ -168,6 +168,48 @@ DATTN_DEV void mbar_wait(uint32_t bar, uint32_t parity)
     }
 }
 
+/* bulk reductions (fp32 add into global memory): by default done when issued; with
+ * DATTN_EMU_TMA_LATE=1 done (source read, sums added) only at the next bulk wait, so that a
+ * source overwritten before bulk_wait_read_all shows as wrong sums. One never waited for,
+ * found when a later block issues or waits, aborts. (Bulk groups are not tracked per thread:
+ * any wait completes every pending reduction.) */
+struct emu_bulk_red {
+    char *smem;
+    uint32_t src, bytes;
+    float *dst;
+};
+inline std::vector<emu_bulk_red> emu_bulk_pending;
+
+static inline void emu_bulk_do(const emu_bulk_red &r)
+{
+    if (r.smem != emu_smem_base()) emu_fail("emulated TMA: a bulk reduction of an earlier block was never waited for");
+    float v[4];
+    for (uint32_t o = 0; o < r.bytes; o += 16) {
+        memcpy(v, emu_smem_base() + r.src + o, 16);
+        for (int i = 0; i < 4; i++) r.dst[o / 4 + i] += v[i];
+    }
+}
+
+DATTN_DEV void bulk_reduce_add_f32(float *dst, uint32_t src, uint32_t bytes)
+{
+    if ((bytes & 15u) || (src & 15u) || ((uintptr_t)dst & 15u)) emu_fail("emulated TMA: a misaligned bulk reduction");
+    for (auto &p : emu_bulk_pending)
+        if (p.smem != emu_smem_base()) emu_fail("emulated TMA: a bulk reduction of an earlier block was never waited for");
+    const emu_bulk_red r = {emu_smem_base(), src, bytes, dst};
+    if (emu_tma_late()) emu_bulk_pending.push_back(r);
+    else emu_bulk_do(r);
+}
+
+DATTN_DEV void bulk_commit(void) {}
+
+DATTN_DEV void bulk_wait_all(void)
+{
+    for (auto &p : emu_bulk_pending) emu_bulk_do(p);
+    emu_bulk_pending.clear();
+}
+
+DATTN_DEV void bulk_wait_read_all(void) { bulk_wait_all(); }
+
 DATTN_DEV void tma_load_4d(uint32_t dst, const void *map, uint32_t bar, int c0, int c1, int c2, int c3)
 {
     emu_tmap m;
