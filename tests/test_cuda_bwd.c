@@ -106,6 +106,31 @@ static int remap(tprob *P, devctx *x, void **ptr)
     return 1;
 }
 
+/* Whether the library's backward takes the warp-specialized kernels for these parameters (the
+ * conditions of launch.cu bwd_ws_call and of the tensor maps of dattn_launch_bwd_ws: an sm_90
+ * GPU, fp16 / bf16, D 64, padded without mask or dropout, both position terms or none, q / k /
+ * v / dout 16-byte aligned with strides of whole 16-byte units). Their dv comes from P rounded
+ * once to the storage dtype, as transformers' eager path and FlashAttention compute it (SPEC's
+ * rule: within 2x eager's error), so the dv check adds that rounding (TOL_B_DV_P1). */
+static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
+{
+    int major = 0;
+    if ((bf && strcmp(bf, "ws") != 0) || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+        major != 9)
+        return 0;
+    const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
+    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED || p->mask.data ||
+        p->dropout_p > 0.f || (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
+        return 0;
+    const dattn_tensor *t[4] = {&p->q, &p->k, &p->v, &p->dout};
+    for (int i = 0; i < 4; i++) {
+        if ((uintptr_t)t[i]->data % 16) return 0;
+        for (int d = 0; d < 3; d++)
+            if (t[i]->stride[d] % 8) return 0;
+    }
+    return 1;
+}
+
 static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
 {
     devctx *x = (devctx *)vctx;
@@ -147,7 +172,7 @@ static dattn_status cuda_runner(tprob *P, int is_bwd, void *vctx)
      * (fp16 / bf16, D = 64; elsewhere the same fp32-P paths as the default: the looser bound
      * there only adds the P-rounding term); the dv check adds that rounding (tprob.h) */
     if (is_bwd)
-        P->dv_p1 = bf && !strcmp(bf, "tc3p") && P->c.dtype != DATTN_F32 && P->c.D == 64;
+        P->dv_p1 = (bf && !strcmp(bf, "tc3p") && P->c.dtype != DATTN_F32 && P->c.D == 64) || ws_path(P, &p, bf);
     dattn_status st = is_bwd ? dattn_bwd_workspace_size(&p, &wsz) : dattn_fwd_workspace_size(&p, &wsz);
     if (st == DATTN_OK && wsz && !x->no_ws) {
         CK(cudaMalloc(&ws, wsz));
@@ -444,6 +469,32 @@ static void sweep_tc(void)
     run_b(&c, NULL, NULL, 1);
 }
 
+/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded, no mask, no dropout,
+ * D 64, fp16 / bf16, both position terms or none): L across its 128-row blocks and 64-column
+ * tiles (keys and rows past L), every position kind (band tiles in the linear and log zones,
+ * saturated tiles on both sides), every tensor layout (its TMA maps), several row blocks per
+ * CTA (many heads: G = 132 / H groups per head); determinism on every other case. */
+static void sweep_ws(void)
+{
+    static const int64_t Ls[] = {1, 17, 64, 65, 127, 128, 129, 200, 257, 383, 640};
+    int k = 0;
+    for (int li = 0; li < (int)(sizeof Ls / sizeof Ls[0]); li++, k++) {
+        tcase c = mk(k % 2 ? DATTN_BF16 : DATTN_F16, 2, Ls[li], 2, 64);
+        c.variant = k % LY_COUNT;
+        set_pos(&c, k % 3);
+        if (k % 4 == 3) c.pos_att = 0;
+        run_b(&c, NULL, NULL, k % 2);
+    }
+    tcase c = mk(DATTN_F16, 1, 1200, 2, 64); /* v3's map saturated on both sides */
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_BF16, 3, 129, 44, 64); /* G = 3: 6 row blocks of 128 per head, 2 per CTA */
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_F16, 2, 300, 33, 64); /* G = 4, saturation */
+    set_pos(&c, 2);
+    c.variant = LY_TRANS; /* (LY_PADDED's unaligned bases: no TMA map, the tensor-core path) */
+    run_b(&c, NULL, NULL, 0);
+}
+
 /* ---------------------------------------------------------------- CUDA == CPU */
 
 static double *grab(const tview *v)
@@ -656,14 +707,26 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
  * gcap / H) row-block groups per head; gcap 264 for the round-3 pair (two CTAs per SM: the
  * D = 64 default), 132 for round 2), two row sums, two column sums (floats per row), two
  * partials (max of the simple path's H*min(B, 132/H) and the tensor-core path's H*G, times
- * 2S*D floats). */
-static size_t bwd_ws_expect(const tcase *c, int gcap)
+ * 2S*D floats). ws: a call the warp-specialized backward may take (padded, no mask, no dropout,
+ * D 64: launch.cu bwd_ws_call) also fits its partials: H * G' * (2 NK 64 64 + 8 2 64) floats, G'
+ * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), ceil(L / 64) + 1)
+ * with R = min(512, L) (v3's table saturates at 512; the library's map stops at L). */
+static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
 {
     size_t rows = (size_t)(c->B * c->H * c->L), grp = (size_t)(c->B * ((c->L + 63) / 64));
     if (grp > (size_t)(gcap / c->H)) grp = (size_t)(gcap / c->H);
     size_t sg = (size_t)c->B < (size_t)(132 / c->H) ? (size_t)c->B : (size_t)(132 / c->H);
     size_t np = sg > grp ? sg : grp;
     size_t part = np * (size_t)(c->H * 2 * 256 * c->D) * 4;
+    if (ws) {
+        const int64_t u = c->B * ((c->L + 127) / 128), R = c->L < 512 ? c->L : 512;
+        int64_t g = 132 / c->H, nkh = (R + 63) / 64;
+        if (g > u) g = u;
+        if (g < 1) g = 1;
+        if (nkh > (c->L + 63) / 64 + 1) nkh = (c->L + 63) / 64 + 1;
+        const size_t wp = (size_t)(c->H * g) * ((size_t)2 * (2 * nkh + 2) * 4096 + 8 * 128) * 4;
+        if (wp > part) part = wp;
+    }
 #define AL(x) (((x) + 255) / 256 * 256)
     return AL(rows * 4) + AL(4 * (size_t)c->H * grp * 4) + 2 * AL(2 * rows * 4) + 2 * AL(part);
 #undef AL
@@ -686,11 +749,12 @@ static void api_checks(void)
     tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
              "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
-    size_t expect = bwd_ws_expect(&c, 264);
+    size_t expect = bwd_ws_expect(&c, 264, 0); /* (mask and dropout: not the ws kernels') */
     tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
     {
         /* a call whose group count differs between the two tensor-core pairs (U = 8 row
-         * blocks per head; 264 / 48 = 5, 132 / 48 = 2): the query follows DATTN_CUDA_BWD */
+         * blocks per head; 264 / 48 = 5, 132 / 48 = 2) and that the ws kernels may take (their
+         * partials are the largest): the query follows DATTN_CUDA_BWD */
         tcase c2 = mk(DATTN_F16, 2, 200, 48, 64);
         tprob P2;
         trng r2; /* (its own stream: the sweep's data stays that of its seed) */
@@ -700,14 +764,14 @@ static void api_checks(void)
         p2.device = DATTN_DEVICE_CUDA;
         static const struct {
             const char *env;
-            int gcap;
-        } wq[] = {{NULL, 264}, {"tc3", 264}, {"tc3b", 264}, {"tc3p", 264}, {"tc3k", 264}, {"tc3s", 264}, {"tc3c", 264}, {"tc3d", 264}, {"tc3e", 264}, {"tc3f", 264}, {"tc3g", 264}, {"tc3t", 264}, {"tc2", 132}, {"simple", 132}};
+            int gcap, ws;
+        } wq[] = {{NULL, 264, 1}, {"ws", 264, 1}, {"tc3", 264, 0}, {"tc3b", 264, 0}, {"tc3p", 264, 0}, {"tc3k", 264, 0}, {"tc3s", 264, 0}, {"tc3c", 264, 0}, {"tc3d", 264, 0}, {"tc3e", 264, 0}, {"tc3f", 264, 0}, {"tc3g", 264, 0}, {"tc3t", 264, 0}, {"tc2", 132, 0}, {"simple", 132, 0}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);
             dattn_status st = dattn_bwd_workspace_size(&p2, &w);
             if (wq[k].env) unsetenv("DATTN_CUDA_BWD");
-            const size_t ex = bwd_ws_expect(&c2, wq[k].gcap);
+            const size_t ex = bwd_ws_expect(&c2, wq[k].gcap, wq[k].ws);
             tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, DATTN_CUDA_BWD=%s): %s, %zu bytes, expected %zu",
                      wq[k].env ? wq[k].env : "(unset)", dattn_status_string(st), w, ex);
         }
@@ -803,6 +867,11 @@ int main(int argc, char **argv)
         c.layout = DATTN_LAYOUT_PACKED, c.dropout = 0.3f;
         set_pos(&c, 2);
         run(&c, NULL, 1);
+        c = mk(DATTN_F16, 2, 150, 2, 64); /* the warp-specialized backward (sm_90), saturation */
+        set_pos(&c, 2);
+        run(&c, NULL, 1);
+        c = mk(DATTN_BF16, 2, 200, 88, 64); /* ws: G = 1, four row blocks per CTA, v3 band */
+        run(&c, NULL, 0);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
         return tu_finish();
     }
@@ -812,7 +881,7 @@ int main(int argc, char **argv)
             void (*fn)(void);
         } sw[] = {{"lengths", sweep_lengths}, {"positions", sweep_positions}, {"masks", sweep_masks},
                   {"packed", sweep_packed},   {"dims", sweep_dims},           {"dropout", sweep_dropout},
-                  {"determinism", sweep_determinism}, {"tc", sweep_tc},
+                  {"determinism", sweep_determinism}, {"tc", sweep_tc}, {"ws", sweep_ws},
                   {"pvp", sweep_pvp}};
         int hit = 0;
         for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)
@@ -828,6 +897,7 @@ int main(int argc, char **argv)
     sweep_dropout();
     sweep_determinism();
     sweep_tc();
+    sweep_ws();
     sweep_pvp();
     cuda_vs_cpu(DATTN_F16, 64, 200, DATTN_LAYOUT_PADDED, MK_MIXED, 0.1f, NULL);
     cuda_vs_cpu(DATTN_BF16, 32, 150, DATTN_LAYOUT_PACKED, MK_NONE, 0.3f, NULL);

@@ -57,7 +57,11 @@
  * run (IEEE mode included) UNSUPPORTED (tests, A/B runs). The backward ignores fp32_math:
  * it computes IEEE fp32 in either mode.
  *
- * Backward (both paths without atomics, bitwise deterministic):
+ * Backward (every path without float atomics on its outputs, bitwise deterministic):
+ *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded without mask or dropout, c2p and p2c both on
+ *       (a monotone slot map) or both off, tensors a TMA map can describe -> the
+ *       warp-specialized wgmma kernels ("ws", bwd_ws_d64_sm90.cu: TMA, setmaxnreg, band table
+ *       gradients by bulk reductions; NOTES "The warp-specialized backward in the library");
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
  *       slot map, 16-byte aligned rows -> tensor-core kernels (bwd_sm80.cuh);
  *   anything else -> the simple kernels of bwd_simple.cu.
@@ -102,7 +106,9 @@
  *   tc3t    tc3g whose full column tiles after a row block's first come by TMA: one thread
  *           issues two bulk tensor copies per tile (bwd_tc3t_d64.cu, both kernels; opt-in until
  *           measured; bitwise the same results as tc3g; the same workspace and routing; a
- *           kernel whose tensors cannot be mapped runs tc3g's / tc3f's). */
+ *           kernel whose tensors cannot be mapped runs tc3g's / tc3f's).
+ * DATTN_CUDA_BWD=ws is the default by name; any of the names above (or tc2, simple) keeps the
+ * ws kernels out. */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -150,6 +156,8 @@ extern "C" cudaError_t dattn_launch_bwd_simple(const dattn_bwd_args *A, int dtyp
 extern "C" size_t dattn_bwd_sm80_smem(int D, int S);
 extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, int tc3, cudaStream_t stream);
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
+extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R);
+extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -396,6 +404,33 @@ static int bwd_tc3_want(const dattn_call *c)
     return c->D == 64 && bwd_tc_call(c);
 }
 
+/* The warp-specialized backward (bwd_ws_d64_sm90.cu): the call-level conditions (the device,
+ * sm_90, and the tensors' maps are checked at dispatch); DATTN_CUDA_BWD naming another path
+ * keeps it out. */
+static int bwd_ws_call(const dattn_call *c)
+{
+    const char *force = getenv("DATTN_CUDA_BWD");
+    if (force && *force && strcmp(force, "ws") != 0) return 0;
+    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->p->mask.data || c->drop_threshold ||
+        c->c2p != c->p2c || c->B < 1 || c->L < 1)
+        return 0;
+    if (c->c2p) {
+        const slot_cache *sc;
+        if (get_slots(c, &sc) != DATTN_OK || !sc->mono) return 0;
+    }
+    return 1;
+}
+
+/* its CTAs per head: B * ceil(L / 128) row blocks split into G contiguous groups, G * H ~ one
+ * wave of its one-CTA-per-SM kernels (the summation order depends on the call only) */
+static int64_t bwd_ws_groups(const dattn_call *c)
+{
+    const int64_t U = (int64_t)c->B * ((c->L + 127) / 128);
+    int64_t g = DATTN_BWD_TC_CTAS / (c->H > 0 ? c->H : 1);
+    if (g > U) g = U;
+    return g < 1 ? 1 : g;
+}
+
 /* Simple backward: sequence groups of its table-gradient partials (bwd_simple.cu diag),
  * min(B, DATTN_BWD_TC_CTAS / H) >= 1: never more partials than the tensor-core path's. */
 static int64_t bwd_simple_groups(const dattn_call *c)
@@ -415,6 +450,13 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
     if (tcp) {
         const size_t tc = (size_t)c->H * (size_t)bwd_tc_groups(c, tc3) * 2 * (size_t)c->S * (size_t)c->D;
         if (tc > part) part = tc;
+    }
+    if ((c->c2p || c->p2c) && bwd_ws_call(c)) {
+        const slot_cache *sc;
+        if (get_slots(c, &sc) == DATTN_OK) {
+            const size_t ws = dattn_bwd_ws_part_floats((int)c->H, (int)bwd_ws_groups(c), (int)c->L, sc->R);
+            if (ws > part) part = ws;
+        }
     }
     size_t off = 0;
     w->rsat = w->csat = w->ppk = w->ppq = w->tcr = WS_NONE;
@@ -911,9 +953,16 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     if (di.major != 9) tc = 0;
     if (tc && dattn_bwd_sm80_smem((int)c->D, a.S) > (size_t)di.smem_optin) tc = 0;
     tc3 = tc3 && tc && dattn_bwd_tc3_smem((int)c->D, a.S, v3) <= (size_t)di.smem_optin;
-    A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c, tc3);
-    cudaError_t e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, tc3 ? v3 : 0, (cudaStream_t)p->stream)
-                       : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
+    cudaError_t e = cudaErrorNotSupported;
+    if (di.major == 9 && bwd_ws_call(c)) { /* (the layout above reserved its partials) */
+        A.tcg = (int32_t)bwd_ws_groups(c);
+        e = dattn_launch_bwd_ws(&A, dt == 2, (cudaStream_t)p->stream); /* (NotSupported: nothing launched) */
+    }
+    if (e == cudaErrorNotSupported) {
+        A.tcg = (c->B == 0 || c->L == 0) ? 0 : (int32_t)bwd_tc_groups(c, tc3);
+        e = tc ? dattn_launch_bwd_sm80(&A, dt == 2, tc3 ? v3 : 0, (cudaStream_t)p->stream)
+               : dattn_launch_bwd_simple(&A, dt, (cudaStream_t)p->stream);
+    }
     if (e != cudaSuccess) return cuda_fail(e, "backward kernel launch");
     return DATTN_OK;
 }

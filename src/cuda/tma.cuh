@@ -101,6 +101,13 @@ DATTN_DEV void tma_fence_proxy_async(void)
     DATTN_TMA_ONLY(asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"));
 }
 
+/* the same for global memory: this thread's earlier generic stores (e.g. zeros) before its,
+ * or (through a barrier) another thread's, following bulk reductions into them */
+DATTN_DEV void tma_fence_proxy_async_global(void)
+{
+    DATTN_TMA_ONLY(asm volatile("fence.proxy.async.global;\n" ::: "memory"));
+}
+
 DATTN_DEV void mbar_init(uint32_t bar, uint32_t count)
 {
     DATTN_TMA_ONLY(asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory"));

@@ -76,6 +76,10 @@ void fiber_main(void)
 /* gives the other emulated threads a turn (tma.cuh's mbarrier wait) */
 void emu_yield(void) { yield_now(); }
 
+/* an mbarrier arrival (tma.cuh): progress, so that a round in which the last arrival completes
+ * a phase (while every other thread waits) is not taken for a deadlock */
+void emu_progress(void) { progress++; }
+
 [[noreturn]] void emu_fail(const char *msg)
 {
     fprintf(stderr, "EMU FAILURE: %s (block %u,%u,%u thread %d)\n", msg, emu_blockIdx.x, emu_blockIdx.y,

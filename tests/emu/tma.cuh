@@ -38,7 +38,8 @@ typedef struct dattn_bwd_maps {
     int32_t yrf, wrf;
 } dattn_bwd_maps;
 
-void emu_yield(void); /* emu.cpp */
+void emu_yield(void);    /* emu.cpp */
+void emu_progress(void); /* emu.cpp */
 
 /* what the emulated map holds */
 struct emu_tmap {
@@ -84,6 +85,7 @@ static inline cudaError_t dattn_tma_rows_map(CUtensorMap *map, int *rows_first, 
 }
 
 DATTN_DEV void tma_fence_proxy_async(void) {}
+DATTN_DEV void tma_fence_proxy_async_global(void) {}
 
 /* the barrier's two words */
 DATTN_DEV uint32_t *emu_mbar(uint32_t bar) { return (uint32_t *)(emu_smem_base() + bar); }
@@ -111,6 +113,7 @@ DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
     uint32_t *w = emu_mbar(bar);
     w[1] = (uint32_t)((int32_t)w[1] + (int32_t)bytes);
     w[0] -= 1; /* one pending arrival fewer */
+    emu_progress();
     emu_mbar_complete(bar);
 }
 

@@ -1,0 +1,770 @@
+/* Warp-specialized Hopper backward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only,
+ * padded layout without mask or dropout, c2p and p2c both on or both off. launch.cu routes
+ * every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
+ * bench/proto_ws_bwd.cu first (NOTES.md "Band tiles in the warp-specialized prototype", "Band
+ * table gradients by bulk reductions"); this is that kernel pair made a library path:
+ * persistent groups, any L, bf16, the library's slot map, strides and workspace.
+ *
+ *   dq kernel (KV = 0):   rows = queries, columns = keys. X = Q, Z = dO, Y = K, W = V; row-side
+ *                         table TR = pk (c2p), column-side TC = pq (p2c).
+ *                         dQ = scale (dS K + dS_band . pk[slot] + rank-1 saturated terms).
+ *   dkdv kernel (KV = 1): rows = keys, columns = queries (transposed); X = K, Z = V, Y = Q,
+ *                         W = dO; TR = pq, TC = pk. dK likewise, dV = P^T dO.
+ * (P = exp(s - lse), dP = dO V^T, dS = P (dP - D_i), s = (q.k + c2p + p2c) / scale.)
+ *
+ * Grid (G, H), 384 threads, one CTA per SM: CTA (g, h) walks a contiguous share of head h's
+ * B * ceil(L / 128) row blocks of 128 rows in order (the same split for a given call, so every
+ * sum has one order: bitwise deterministic). Three warpgroups (setmaxnreg 24 / 240):
+ *   warpgroup 0, the producer: its warp 0 loads X and Z of a row block by TMA (64-row boxes;
+ *     rows past L arrive as zeros) once the consumers released the previous one (xempty), and
+ *     the Y / W tiles of 64 columns into two stages; the tile's column facts (dkdv kernel: lse *
+ *     log2 e and D_i of the query columns; +inf / 0 past L); with position terms the column
+ *     constants of the saturated sides and, by all 128 threads, the rings of table rows of the
+ *     band tiles (ld.global -> st.shared -> fence.proxy.async). Stage barriers: full (lane 0's
+ *     expect-tx arrival plus the other writers' arrivals), empty (256 consumer arrivals).
+ *   warpgroups 1, 2, the consumers (64 rows each): per tile S = X Y^T and dP = Z W^T by wgmma,
+ *     P and dS in registers, dX += dS Y (dV += P W) with dS / P as register A operands; tiles
+ *     are classified per warpgroup: plain (no position terms), saturated (a row constant plus
+ *     a column constant; the rows' dS sums give rank-1 dX terms and the saturated slots' table
+ *     gradients), band (window products G = X . TR window, H = Y . TC window from the rings,
+ *     gathered through a shared fp32 tile D; dX += C . TR window with C the skewed dS; the
+ *     band pairs' table gradient E = C^T X staged in shared memory and added by two bulk
+ *     reductions (the TMA unit) into the warpgroup's own partial in the row frame r' = row -
+ *     column, waited for before the next band tile reuses the buffers).
+ * The last column tile of the dq kernel masks keys past L (-inf); the dkdv kernel's row block
+ * that crosses L zeroes the P / dS of its keys past L (their rows of X are zeros anyway).
+ *
+ * Before: D_i (bwd_simple.cu's D_i kernel) and the saturated planes (dattn_bwd_ws_planes:
+ * q_i . pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: one
+ * reduce launch sums, per table, slot and d, the groups' row-frame partials over the slot's r
+ * range (the map is monotone) and the saturated partials, in a fixed order, into dpk / dpq.
+ *
+ * Workspace per table (launch.cu, bwd layout): [H][G][2 warpgroups][NK][64 t][64 d] fp32
+ * row-frame blocks (block kb holds r' = 64 (kb - nkh) + t - 63, element (t, d) at float 64 t + 4
+ * ((d >> 2) ^ (t & 7)) + (d & 3): the staging layout, whose float2 stores are conflict-free),
+ * then [H][G][8 consumer warps][2 sides][64] saturated partials; nkh = min(ceil(R / 64),
+ * ceil(L / 64) + 1), NK = 2 nkh + 2. Each CTA zeroes its own blocks first. */
+#include "common.cuh"
+#include "sm90.cuh"
+#include "tma.cuh"
+
+#include <cuda_runtime.h>
+
+/* the four tensors' maps (tma.cuh: 64-row boxes of one head) and their rows-first flags */
+typedef struct dattn_ws_maps {
+    CUtensorMap q, k, v, o; /* o: dout */
+    int32_t qrf, krf, vrf, orf;
+} dattn_ws_maps;
+
+#define WS_L2E 1.4426950408889634f
+
+/* Shared memory (offsets from a 1024-byte-aligned base):
+ *   X, Z [128][64]; Y, W [2 stages][64][64] (16-bit, 128-byte swizzled, sm90.cuh's layout);
+ *   RR, RC: rings of 4 blocks of 64 table rows (the same layout): block a holds the rows of r =
+ *     sgn (m0 - 64 a + t + 65), t = 0..63 (sgn 1 in the dq kernel, -1 in the dkdv kernel), of
+ *     the row-side table (RR) and the column-side one (RC), in ring slot a % 4;
+ *   C: per consumer warpgroup the skewed dS of a band tile, C[row][u] = dS[row][row - u + 63],
+ *     MN-major (16-bit [128 u][64 rows], 128-byte swizzled), zero where no column maps;
+ *   D: per consumer warpgroup [64][72] fp32, the band tile's gathered window products;
+ *   CF: the column facts [2 stages][4][64] fp32 (dkdv kernel: lse * log2 e and D_i; with
+ *     position terms the column plane of each saturated side); the barriers. */
+enum {
+    WS_X = 0,
+    WS_Z = 16384,
+    WS_Y = 32768,
+    WS_W = 49152,
+    WS_RR = 65536,
+    WS_RC = WS_RR + 32768,
+    WS_C = WS_RC + 32768,
+    WS_D = WS_C + 32768,
+    WS_DP = 72, /* D's pitch in floats: the gathers' stores 2-way, its 64-bit reads conflict-free */
+    WS_CF = WS_D + 2 * 64 * WS_DP * 4,
+    WS_BAR = WS_CF + 2048,
+    WS_SMEM = WS_BAR + 64 + 1024
+};
+
+/* the row-frame blocks' offset nkh (launch.cu sizes the workspace with the same formula) */
+DATTN_DEV int ws_nkh(const dattn_fwd_args &a)
+{
+    const int r = (int)(((int64_t)a.R + 63) / 64), l = (a.L + 63) / 64 + 1;
+    return r < l ? r : l;
+}
+
+/* x, opaque to the compiler: the band tile's per-thread address bases pass through it each tile
+ * (else ~200 hoisted addresses / predicates spill) */
+DATTN_DEV int ws_opaque(int x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+/* One tile's P and dS from sa = X Y^T (with a band tile's terms already added) and dp = Z W^T
+ * of a warpgroup (a thread's elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e &
+ * 1)), packed as wgmma A operands af (dS) and pf (P, dkdv kernel). Z: 0 no constant terms, 1 / 2
+ * every pair on the saturated zone's negative / positive side (rc: the rows' constants, cf[128 +
+ * 64 side + col] the columns'; rs gathers the rows' dS sums per side). MK: elements at or past
+ * the limit lim have P = 0: dq kernel, columns (keys) >= lim; dkdv kernel, rows (keys) >= lim
+ * (warpgroup rows). cb: a band tile's C tile (dS stored skewed), else null. */
+template <int BF, int KV, int Z, int MK>
+DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], const float *cf, const float (&rl2)[2],
+                          const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2], uint32_t (&af)[4][4],
+                          uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim)
+{
+    /* the C stores: pair (row, 8 nb + c2 + (e & 1)) goes to u = row - column + 63 = U0 - 8 nb; C is
+     * MN-major (u's line of 64 rows is 128 bytes, chunk (row >> 3) ^ (u & 7)): a base minus 1024 nb */
+    int cbo[4] = {0, 0, 0, 0};
+    if (cb)
+        for (int e = 0; e < 4; e++) {
+            const int rl = rl0 + 8 * (e >> 1), u0 = rl + 63 - c2 - (e & 1);
+            cbo[e] = u0 * 128 + (((rl >> 3) ^ (u0 & 7)) << 4) + (rl & 7) * 2;
+        }
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++) {
+        float ds[4], pp[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int col = 8 * nb + c2 + (e & 1);
+            const float l2 = KV ? cf[col] : rl2[e >> 1], d = KV ? cf[64 + col] : rd[e >> 1];
+            float sc = sa[nb][e];
+            if constexpr (Z == 1 || Z == 2) sc += rc[Z - 1][e >> 1] + cf[128 + 64 * (Z - 1) + col];
+            pp[e] = ex2f(fmaf(sc, sl2, -l2));
+            if constexpr (MK) pp[e] = (KV ? rl0 + 8 * (e >> 1) : col) < lim ? pp[e] : 0.f;
+            ds[e] = pp[e] * (dp[nb][e] - d);
+            if constexpr (Z == 1 || Z == 2) rs[Z - 1][e >> 1] += ds[e];
+        }
+        af[nb >> 1][2 * (nb & 1)] = pack2<BF>(ds[0], ds[1]);
+        af[nb >> 1][2 * (nb & 1) + 1] = pack2<BF>(ds[2], ds[3]);
+        if constexpr (KV) {
+            pf[nb >> 1][2 * (nb & 1)] = pack2<BF>(pp[0], pp[1]);
+            pf[nb >> 1][2 * (nb & 1) + 1] = pack2<BF>(pp[2], pp[3]);
+        }
+        if (cb)
+            for (int e = 0; e < 4; e++) *(uint16_t *)(cb + cbo[e] - 1024 * nb) = f2h<BF>(ds[e]);
+    }
+}
+
+/* the same with the tile's mask choice made once per tile (a uniform branch) */
+template <int BF, int KV, int Z>
+DATTN_DEV void ws_tile_ds_mk(int mk, const float (&sa)[8][4], const float (&dp)[8][4], const float *cf,
+                             const float (&rl2)[2], const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2],
+                             uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim)
+{
+    if (mk) ws_tile_ds<BF, KV, Z, 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim);
+    else ws_tile_ds<BF, KV, Z, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim);
+}
+
+/* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
+template <int BF>
+DATTN_DEV void ws_window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db0, uint64_t db1)
+{
+    for (int ks = 0; ks < 4; ks++) {
+        wgmma_ss<64, BF, 0, 0>(gw[0], desc_add(da, 32 * ks), desc_add(db0, 32 * ks), ks > 0);
+        wgmma_ss<64, BF, 0, 0>(gw[1], desc_add(da, 32 * ks), desc_add(db1, 32 * ks), ks > 0);
+    }
+}
+
+/* sa = X Y^T, dp = Z W^T over the tile (K = 64) */
+template <int BF>
+DATTN_DEV void ws_s_dp_products(float (&sa)[8][4], float (&dp)[8][4], uint64_t dx, uint64_t dy, uint64_t dz, uint64_t dw)
+{
+    for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(sa, desc_add(dx, 32 * ks), desc_add(dy, 32 * ks), ks > 0);
+    for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(dp, desc_add(dz, 32 * ks), desc_add(dw, 32 * ks), ks > 0);
+}
+
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = gw[hh][nb][e];
+            }
+}
+
+/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
+template <int ADD>
+DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                if ((unsigned)rl < 64u) {
+                    if (ADD) dg[rl * WS_DP + cl] += gw[hh][nb][e];
+                    else dg[rl * WS_DP + cl] = gw[hh][nb][e];
+                }
+            }
+}
+
+/* sa += D (the thread's own elements) */
+DATTN_DEV void ws_add_d(float (&sa)[8][4], const float *dg, int rl0, int c)
+{
+    for (int nb = 0; nb < 8; nb++)
+        for (int i = 0; i < 2; i++) {
+            const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * WS_DP + 8 * nb + 2 * c);
+            sa[nb][2 * i] += v.x;
+            sa[nb][2 * i + 1] += v.y;
+        }
+}
+
+/* At a band tile's start (while its first products run): the previous band tile's bulk
+ * reductions complete (they read D and C, and two of them add into the same row-frame block:
+ * waiting for completion orders them), then C's zeros again (its half 1 staged E) */
+DATTN_DEV void ws_band_reuse(char *cb, int tw, int cw)
+{
+    if (tw == 0) bulk_wait_all();
+    bar_sync_named(1 + cw, 128);
+    const uint4 zero = {0u, 0u, 0u, 0u};
+    for (int i = 0; i < 8; i++) *(uint4 *)(cb + 16 * (tw + 128 * i)) = zero;
+}
+
+/* Whether any pair of rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band |r| < R
+ * (r = i - j; the dkdv kernel's rows are keys: r = column - row). */
+template <int KV>
+DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
+{
+    const int rmin = KV ? n0 - (m0 + rows - 1) : m0 - (n0 + 63), rmax = KV ? n0 + 63 - m0 : m0 + rows - 1 - n0;
+    return !(rmin >= R || rmax <= -R);
+}
+
+template <int BF, int KV>
+DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
+{
+    const dattn_fwd_args &a = A.f;
+    extern __shared__ __align__(1024) char smem_raw[];
+    const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
+    char *smem = smem_raw + (base - raw);
+    const uint32_t xfull = base + WS_BAR, xempty = base + WS_BAR + 8, full0 = base + WS_BAR + 16,
+                   empty0 = base + WS_BAR + 32;
+    /* (wg through a shuffle: warp-uniform to the compiler, so that the descriptors built from it
+     * stay in uniform registers) */
+    const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
+    const int grp = blockIdx.x, NG = gridDim.x, h = blockIdx.y;
+    /* (row blocks u0 .. u1 - 1 of the head: formed after the register split, in each branch) */
+#define WS_UNITS                                                                                   \
+    const int L = a.L, nt = (L + 63) / 64, nblk = (L + 127) / 128, U = a.B * nblk;                 \
+    const int u0 = (int)((int64_t)U * grp / NG), u1 = (int)((int64_t)U * (grp + 1) / NG);          \
+    const int R = pos ? a.R : 0
+    const int pos = a.c2p; /* (c2p == p2c on this path) */
+    /* (the pointers below are formed where they are used, from the parameters: nothing held in
+     * the consumers' registers across the tile loop) tables: row side TR (dq kernel pk, dkdv
+     * kernel pq), column side TC; saturated planes [row][2 sides] (rsat: q . pk[sat], csat: k .
+     * pq[sat]) of the rows' side and the columns' side */
+#define WS_TR ((const uint16_t *)(KV ? a.pq : a.pk) + (int64_t)h * (KV ? a.pq_sh : a.pk_sh))
+#define WS_TC ((const uint16_t *)(KV ? a.pk : a.pq) + (int64_t)h * (KV ? a.pk_sh : a.pq_sh))
+#define WS_TRS (KV ? a.pq_ss : a.pk_ss)
+#define WS_TCS (KV ? a.pk_ss : a.pq_ss)
+#define WS_RPLANE (KV ? A.csat : A.rsat)
+#define WS_CPLANE (KV ? A.rsat : A.csat)
+    if (tid == 0) {
+        mbar_init(xfull, 1);
+        mbar_init(xempty, 256);
+        for (int s = 0; s < 2; s++) {
+            /* arrivals: lane 0 (with the copies' bytes); with column facts its warp's 32 lanes; with
+             * position terms the producer's 128 threads (the ring rows) */
+            mbar_init(full0 + 8 * s, pos ? 128 : KV ? 32 : 1);
+            mbar_init(empty0 + 8 * s, 256);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+    if (wg == 0) {
+        setmaxnreg_dec<40>();
+        if (warp != 0 && !pos) return;
+        const int one = warp == 0 && lane == 0;
+        WS_UNITS;
+        const CUtensorMap *mx = KV ? &M.k : &M.q, *mz = KV ? &M.v : &M.o, *my = KV ? &M.q : &M.k, *mw = KV ? &M.o : &M.v;
+        const int xrf = KV ? M.krf : M.qrf, zrf = KV ? M.vrf : M.orf, yrf = KV ? M.qrf : M.krf, wrf = KV ? M.orf : M.vrf;
+        const uint16_t *tr = WS_TR, *tcol = WS_TC;
+        const int64_t trs = WS_TRS, tcs = WS_TCS;
+        const float *cplane = WS_CPLANE;
+        int tcount = 0;
+        for (int u = u0; u < u1; u++) {
+            const int b = u / nblk, m0 = (u % nblk) * 128;
+            if (u > u0) mbar_wait(xempty, (uint32_t)(u - u0 - 1) & 1u); /* the previous block's X, Z, rings read */
+            if (warp == 0) {
+                mbar_arrive_expect_tx_if(one, xfull, 4 * 64 * 128);
+                for (int half = 0; half < 2; half++) {
+                    tma_load_rows_if(one, base + WS_X + 8192 * half, mx, xfull, xrf, h, m0 + 64 * half, b);
+                    tma_load_rows_if(one, base + WS_Z + 8192 * half, mz, xfull, zrf, h, m0 + 64 * half, b);
+                }
+            }
+            for (int j = 0; j < nt; j++, tcount++) {
+                const int s = tcount & 1;
+                if (tcount >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((tcount >> 1) - 1) & 1u);
+                float *cf = (float *)(smem + WS_CF + 1024 * s);
+                if (warp == 0) {
+                    /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 (+inf / 0 past L) */
+                    for (int e = 0; e < 2; e++) {
+                        const int col = 64 * j + 2 * lane + e, ok = col < L;
+                        const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? col : 0);
+                        if (KV) {
+                            cf[2 * lane + e] =
+                                ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)col * a.l_sl] * WS_L2E
+                                   : __int_as_float(0x7f800000);
+                            cf[64 + 2 * lane + e] = ok ? A.di[wr] : 0.f;
+                        }
+                        if (pos) {
+                            cf[128 + 2 * lane + e] = ok ? cplane[2 * wr] : 0.f;
+                            cf[192 + 2 * lane + e] = ok ? cplane[2 * wr + 1] : 0.f;
+                        }
+                    }
+                }
+                if (pos) {
+                    /* the ring blocks first needed by tile j (blocks 0 .. 2 at tile 0, then block j +
+                     * 2), each only if a tile a - 2 .. a that reads it is a band tile; the slot it
+                     * overwrites was last read by tile j - 2 (the stage's empty wait) or by the
+                     * previous row block (xempty) */
+                    for (int ab = j ? j + 2 : 0; ab <= j + 2; ab++) {
+                        int need = 0;
+                        for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= 0 && jj < nt && ws_is_band<KV>(m0, 128, 64 * jj, R);
+                        if (!need) continue;
+                        const int ch = tid & 7;
+#pragma unroll 1
+                        for (int i = 0; i < 4; i++) { /* (rolled: the producer's 40 registers) */
+                            const int t = (tid >> 3) + 16 * i;
+                            int r = m0 - 64 * ab + t + 65;
+                            r = KV ? -r : r;
+                            const int sl = dev_slot(a, a.tab, r);
+                            const uint4 vr = *(const uint4 *)(tr + sl * trs + 8 * ch), vc = *(const uint4 *)(tcol + sl * tcs + 8 * ch);
+                            const uint32_t o = 8192u * (uint32_t)(ab & 3) + (uint32_t)(t * 128 + ((ch ^ (t & 7)) << 4));
+                            *(uint4 *)(smem + WS_RR + o) = vr;
+                            *(uint4 *)(smem + WS_RC + o) = vc;
+                        }
+                    }
+                    fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
+                }
+                mbar_arrive_expect_tx_if(pos || (KV && warp == 0) || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
+                if (warp == 0) {
+                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, 64 * j, b);
+                }
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<232>();
+    WS_UNITS;
+    /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
+    const int cw = wg - 1, tw = tid - 128 * wg, g = lane >> 2, c_ = lane & 3, rl0_ = 16 * warp + g, c = c_, rl0 = rl0_;
+    char *cb = smem + WS_C + 16384 * cw;
+    float *dg = (float *)(smem + WS_D + 64 * WS_DP * 4 * cw);
+    const int nkh = pos ? ws_nkh(a) : 0, NK = 2 * nkh + 2;
+#define WS_FPART ((KV ? A.ppq : A.ppk) + (((int64_t)h * NG + grp) * 2 + cw) * NK * 4096)
+    if (pos) {
+        /* this warpgroup's row-frame blocks start at zero (generic stores, then ordered before the
+         * bulk reductions by the async-proxy fence and the band tiles' barriers); C's zeros */
+        const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+        float *fpart = WS_FPART;
+        for (int i = tw; i < NK * 1024; i += 128) ((float4 *)fpart)[i] = z4;
+        tma_fence_proxy_async_global();
+        const uint4 zero = {0u, 0u, 0u, 0u};
+        for (int i = 0; i < 8; i++) *(uint4 *)(cb + 16 * (tw + 128 * i)) = zero;
+        bar_sync_named(1 + cw, 128);
+    }
+    /* descriptor bases (sm90.cuh): K-major X, Z (the warpgroup's rows), Y, W (stage 0), the rings
+     * (slot 0); MN-major Y, W (stage 0), the row-side ring, C; C K-major, X MN-major (E) */
+    const uint64_t dX = desc_kmajor(base + WS_X, 128, 64 * cw, 0), dZ = desc_kmajor(base + WS_Z, 128, 64 * cw, 0);
+    const uint64_t dY0 = desc_kmajor(base + WS_Y, 64, 0, 0), dW0 = desc_kmajor(base + WS_W, 64, 0, 0);
+    const uint64_t dRR = desc_kmajor(base + WS_RR, 64, 0, 0), dRC = desc_kmajor(base + WS_RC, 64, 0, 0);
+    const uint64_t dYm0 = desc_mnmajor(base + WS_Y, 64, 0), dWm0 = desc_mnmajor(base + WS_W, 64, 0);
+    const uint64_t dRRm = desc_mnmajor(base + WS_RR, 64, 0), dCm = desc_mnmajor(smem_u32(cb), 64, 0);
+    const uint64_t dCk = desc_kmajor(smem_u32(cb), 128, 0, 0), dXm = desc_mnmajor(base + WS_X + 8192 * cw, 64, 0);
+    /* the saturated slots' table gradient of this warp: [2 sides][64], lane l owns d 2 l, 2 l + 1 */
+#define WS_SP ((KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (((int64_t)h * NG + grp) * 8 + 4 * cw + warp) * 128)
+    if (pos)
+        for (int sd = 0; sd < 2; sd++) *(float2 *)(WS_SP + 64 * sd + 2 * lane) = make_float2(0.f, 0.f);
+    int tcount = 0;
+    for (int u = u0; u < u1; u++) {
+        const int b = u / nblk, m0 = (u % nblk) * 128, rb0 = m0 + 64 * cw;
+        float rl2[2] = {0.f, 0.f}, rd[2] = {0.f, 0.f}, rc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+        float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [side][row] */
+        for (int i = 0; i < 2; i++) {
+            const int row = rb0 + rl0 + 8 * i, ok = row < L;
+            const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? row : 0);
+            if (!KV) {
+                rl2[i] = ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] * WS_L2E
+                            : __int_as_float(0x7f800000); /* p = 0 */
+                rd[i] = ok ? A.di[wr] : 0.f;
+            }
+            if (pos) {
+                rc[0][i] = ok ? WS_RPLANE[2 * wr] : 0.f;
+                rc[1][i] = ok ? WS_RPLANE[2 * wr + 1] : 0.f;
+            }
+        }
+        float dx[8][4], dv[8][4]; /* (dv: dkdv kernel only) */
+        for (int nb = 0; nb < 8; nb++) {
+            dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
+            dv[nb][0] = dv[nb][1] = dv[nb][2] = dv[nb][3] = 0.f;
+        }
+        mbar_wait(xfull, (uint32_t)(u - u0) & 1u);
+        for (int j = 0; j < nt; j++, tcount++) {
+            const int s = tcount & 1;
+            const uint64_t dY = desc_add(dY0, 8192u * s), dW = desc_add(dW0, 8192u * s);
+            const uint64_t dYm = desc_add(dYm0, 8192u * s), dWm = desc_add(dWm0, 8192u * s);
+            mbar_wait(full0 + 8 * s, (uint32_t)(tcount >> 1) & 1u);
+            const int n0 = 64 * j, lim = KV ? L - rb0 : L - n0, mk = lim < 64;
+            const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
+            const int zone = !pos ? 0 : rmin >= R ? 2 : rmax <= -R ? 1 : 3; /* 3: band */
+            /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
+            const uint32_t ra0 = 8192u * (uint32_t)((j + 2 - cw) & 3), ra1 = 8192u * (uint32_t)((j + 1 - cw) & 3);
+            const uint64_t dR0 = desc_add(dRR, ra0), dR1 = desc_add(dRR, ra1), dC0 = desc_add(dRC, ra0), dC1 = desc_add(dRC, ra1);
+            const uint64_t dR0m = desc_add(dRRm, ra0), dR1m = desc_add(dRRm, ra1);
+            const float *cf = (const float *)(smem + WS_CF + 1024 * s);
+            uint32_t af[4][4], pf[4][4]; /* dS (and P, dkdv kernel) as A operands, columns 16 kk .. + 15 */
+            float sa[8][4], dp[8][4];
+            if (zone == 3) {
+                /* a band tile: every pair's c2p + p2c from two window products, gathered through D */
+                if constexpr (!KV) {
+                    /* (dq kernel) S, dP and the row side's G in one group, H in flight while G is added */
+                    float gw[2][8][4];
+                    const int rl0 = ws_opaque(rl0_), c = ws_opaque(c_);
+                    wgmma_fence();
+                    ws_s_dp_products<BF>(sa, dp, dX, dY, dZ, dW);
+                    ws_window_products<BF>(gw, dX, dR0, dR1);
+                    wgmma_commit();
+                    ws_band_reuse(cb, tw, cw);
+                    wgmma_wait<0>();
+                    reg_fence(sa);
+                    reg_fence(dp);
+                    reg_fence(gw[0]);
+                    reg_fence(gw[1]);
+                    ws_gather_g(dg, gw, rl0, c);
+                    __syncwarp();
+                    wgmma_fence();
+                    ws_window_products<BF>(gw, dY, dC0, dC1);
+                    wgmma_commit();
+                    ws_add_d(sa, dg, rl0, c);
+                    wgmma_wait<0>();
+                    reg_fence(gw[0]);
+                    reg_fence(gw[1]);
+                    bar_sync_named(1 + cw, 128); /* every warp's G reads done */
+                    ws_gather_h<0>(dg, gw, rl0, c);
+                    bar_sync_named(1 + cw, 128);
+                    ws_add_d(sa, dg, rl0, c);
+                } else { /* (dkdv kernel, whose dV registers leave no room for the fused order) G, H, then S and dP */
+                    float gw[2][8][4];
+                    const int rl0 = ws_opaque(rl0_), c = ws_opaque(c_);
+                    wgmma_fence();
+                    ws_window_products<BF>(gw, dX, dR0, dR1);
+                    wgmma_commit();
+                    ws_band_reuse(cb, tw, cw);
+                    wgmma_wait<0>();
+                    reg_fence(gw[0]);
+                    reg_fence(gw[1]);
+                    ws_gather_g(dg, gw, rl0, c);
+                    wgmma_fence();
+                    ws_window_products<BF>(gw, dY, dC0, dC1);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    reg_fence(gw[0]);
+                    reg_fence(gw[1]);
+                    bar_sync_named(1 + cw, 128); /* every warp's G stores done */
+                    ws_gather_h<1>(dg, gw, rl0, c);
+                    bar_sync_named(1 + cw, 128);
+                    wgmma_fence();
+                    ws_s_dp_products<BF>(sa, dp, dX, dY, dZ, dW);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    reg_fence(sa);
+                    reg_fence(dp);
+                    ws_add_d(sa, dg, rl0, c);
+                }
+                ws_tile_ds_mk<BF, KV, 0>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, lim);
+                fence_proxy_async(); /* (C is read by wgmma) */
+                bar_sync_named(1 + cw, 128);
+                wgmma_fence();
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
+                /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
+                for (int kk = 0; kk < 8; kk++)
+                    wgmma_ss<64, BF, 1, 1>(dx, desc_add(dCm, 2048 * kk), desc_add(kk < 4 ? dR0m : dR1m, 2048 * (kk & 3)), 1);
+                if constexpr (KV)
+                    for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
+                /* the band pairs' table gradient over the window: E[u][d] = sum_row C[row][u] X[row][d] */
+                float eg[2][8][4];
+                for (int hh = 0; hh < 2; hh++)
+                    for (int ks = 0; ks < 4; ks++)
+                        wgmma_ss<64, BF, 0, 1>(eg[hh], desc_add(dCk, 8192 * hh + 32 * ks), desc_add(dXm, 2048 * ks), ks > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(dx);
+                if constexpr (KV) reg_fence(dv);
+                reg_fence(eg[0]);
+                reg_fence(eg[1]);
+                /* E (times 1 / scale) staged as two fp32 [64][64] blocks: half 0 in D (free since the
+                 * barrier after the P / dS pass), half 1 in C (after every warp's final wgmma read
+                 * it); one thread adds both into the row-frame blocks kb, kb + 1 */
+                const int64_t kb = ((rb0 - n0) >> 6) + nkh;
+                for (int hh = 0; hh < 2; hh++) {
+                    float *st = hh ? (float *)cb : dg;
+                    if (hh) bar_sync_named(1 + cw, 128);
+                    for (int nb = 0; nb < 8; nb++)
+                        for (int i = 0; i < 2; i++) {
+                            const int t = rl0 + 8 * i;
+                            *(float2 *)(st + 64 * t + 4 * ((2 * nb + (c >> 1)) ^ (t & 7)) + 2 * (c & 1)) =
+                                make_float2(eg[hh][nb][2 * i] * A.inv_scale, eg[hh][nb][2 * i + 1] * A.inv_scale);
+                        }
+                }
+                fence_proxy_async(); /* (read by the bulk reductions: the async proxy) */
+                bar_sync_named(1 + cw, 128);
+                if (tw == 0) {
+                    float *fpart = WS_FPART;
+                    bulk_reduce_add_f32(fpart + kb * 4096, smem_u32(dg), 16384);
+                    bulk_reduce_add_f32(fpart + (kb + 1) * 4096, smem_u32(cb), 16384);
+                    bulk_commit();
+                }
+            } else {
+                wgmma_fence();
+                ws_s_dp_products<BF>(sa, dp, dX, dY, dZ, dW);
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(sa);
+                reg_fence(dp);
+                /* (the zone is uniform over the warpgroup: one specialized body per zone) */
+                if (zone == 0)
+                    ws_tile_ds_mk<BF, KV, 0>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim);
+                else if (zone == 1)
+                    ws_tile_ds_mk<BF, KV, 1>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim);
+                else
+                    ws_tile_ds_mk<BF, KV, 2>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim);
+                wgmma_fence();
+                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
+                if constexpr (KV)
+                    for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
+                wgmma_commit();
+                wgmma_wait<0>();
+                reg_fence(dx);
+                if constexpr (KV) reg_fence(dv);
+            }
+            mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
+        }
+        if (pos) {
+            /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
+            for (int sd = 0; sd < 2; sd++)
+                for (int i = 0; i < 2; i++) {
+                    rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 1);
+                    rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 2);
+                }
+            /* dX += rs . TR[sat side] (side 0: r <= -R, slot sat_neg; side 1: sat_pos) */
+            const uint16_t *t0 = WS_TR + (int64_t)a.sat_neg * WS_TRS, *t1 = WS_TR + (int64_t)a.sat_pos * WS_TRS;
+            for (int nb = 0; nb < 8; nb++)
+                for (int e = 0; e < 4; e++) {
+                    const int d = 8 * nb + 2 * c + (e & 1);
+                    dx[nb][e] += rs[0][e >> 1] * h2f<BF>(t0[d]) + rs[1][e >> 1] * h2f<BF>(t1[d]);
+                }
+            /* the saturated slots' table gradient of the warp's 16 rows: lane l, columns 2 l, 2 l +
+             * 1, rows in order (row rr's sums come from lane 4 (rr & 7), half rr >> 3), added to the
+             * warp's partial (times 1 / scale; its only writer) */
+            float sacc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+            for (int rr = 0; rr < 16; rr++) {
+                const int row = 64 * cw + 16 * warp + rr;
+                const float s0 = __shfl_sync(0xffffffffu, rr < 8 ? rs[0][0] : rs[0][1], 4 * (rr & 7));
+                const float s1 = __shfl_sync(0xffffffffu, rr < 8 ? rs[1][0] : rs[1][1], 4 * (rr & 7));
+                for (int e = 0; e < 2; e++) {
+                    const int d = 2 * lane + e;
+                    const float x = h2f<BF>(*(const uint16_t *)(smem + WS_X + row * 128 + (((d >> 3) ^ (row & 7)) << 4) + (d & 7) * 2));
+                    sacc[0][e] = fmaf(s0, x, sacc[0][e]);
+                    sacc[1][e] = fmaf(s1, x, sacc[1][e]);
+                }
+            }
+            for (int sd = 0; sd < 2; sd++) {
+                float2 *q = (float2 *)(WS_SP + 64 * sd + 2 * lane);
+                const float2 o = *q;
+                *q = make_float2(fmaf(sacc[sd][0], A.inv_scale, o.x), fmaf(sacc[sd][1], A.inv_scale, o.y));
+            }
+        }
+        mbar_arrive(xempty); /* this row block's X, Z and ring reads are done */
+        uint16_t *ox = (uint16_t *)(KV ? A.dk : A.dq);
+        const int64_t osb = KV ? A.dk_sb : A.dq_sb, osl = KV ? A.dk_sl : A.dq_sl, osh = KV ? A.dk_sh : A.dq_sh;
+        for (int i = 0; i < 2; i++) {
+            const int row = rb0 + rl0 + 8 * i;
+            if (row >= L) continue;
+            uint16_t *o = ox + (int64_t)b * osb + (int64_t)row * osl + (int64_t)h * osh + 2 * c;
+            uint16_t *ov = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)row * A.dv_sl + (int64_t)h * A.dv_sh + 2 * c
+                              : nullptr;
+            for (int nb = 0; nb < 8; nb++) {
+                *(uint32_t *)(o + 8 * nb) = pack2<BF>(dx[nb][2 * i] * A.inv_scale, dx[nb][2 * i + 1] * A.inv_scale);
+                if constexpr (KV) *(uint32_t *)(ov + 8 * nb) = pack2<BF>(dv[nb][2 * i], dv[nb][2 * i + 1]);
+            }
+        }
+    }
+    if (pos && tw == 0) bulk_wait_all(); /* (their sources: this CTA's shared memory) */
+#undef WS_TR
+#undef WS_TC
+#undef WS_TRS
+#undef WS_TCS
+#undef WS_RPLANE
+#undef WS_CPLANE
+#undef WS_FPART
+#undef WS_SP
+#undef WS_UNITS
+}
+
+#define WS_KERNEL(DT, BF, KV)                                                                      \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        dattn_bwd_ws_##DT##_d64_kv##KV(const __grid_constant__ dattn_bwd_args A,                     \
+                                       const __grid_constant__ dattn_ws_maps M)                     \
+    {                                                                                              \
+        ws_body<BF, KV>(A, M);                                                                     \
+    }
+WS_KERNEL(f16, 0, 0)
+WS_KERNEL(f16, 0, 1)
+WS_KERNEL(bf16, 1, 0)
+WS_KERNEL(bf16, 1, 1)
+
+/* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
+ * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
+ * R (sat_pos). One thread per (b, h, row); rows [(b H + h) L + row]. */
+template <int BF>
+DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
+{
+    const dattn_fwd_args &a = A.f;
+    const int row = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+    if (row >= a.L) return;
+    const int64_t wr = ((int64_t)b * a.H + h) * a.L + row;
+    for (int which = 0; which < 2; which++) {
+        const uint16_t *x = (const uint16_t *)(which ? a.k : a.q) + (int64_t)b * (which ? a.k_sb : a.q_sb) +
+                            (int64_t)row * (which ? a.k_sl : a.q_sl) + (int64_t)h * (which ? a.k_sh : a.q_sh);
+        const uint16_t *t = (const uint16_t *)(which ? a.pq : a.pk) + (int64_t)h * (which ? a.pq_sh : a.pk_sh);
+        const int64_t ts = which ? a.pq_ss : a.pk_ss;
+        const uint16_t *t0 = t + (int64_t)a.sat_neg * ts, *t1 = t + (int64_t)a.sat_pos * ts;
+        float s0 = 0.f, s1 = 0.f;
+        for (int d = 0; d < 64; d++) {
+            const float xd = h2f<BF>(x[d]);
+            s0 = fmaf(xd, h2f<BF>(t0[d]), s0);
+            s1 = fmaf(xd, h2f<BF>(t1[d]), s1);
+        }
+        float *pl = which ? A.csat : A.rsat;
+        pl[2 * wr] = s0;
+        pl[2 * wr + 1] = s1;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_planes_f16(const __grid_constant__ dattn_bwd_args A)
+{
+    ws_planes_body<0>(A);
+}
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_planes_bf16(const __grid_constant__ dattn_bwd_args A)
+{
+    ws_planes_body<1>(A);
+}
+
+/* first r in [lo, hi] with slot(r) > t - (1 - strict)... i.e. the first r whose slot is >= t
+ * (ge = 1) or > t (ge = 0), hi if none (the map is non-decreasing in r) */
+DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
+{
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2, s = dev_slot(a, a.tab, mid);
+        if (ge ? s >= t : s > t) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq) = the sum, over the groups of head
+ * h in order, of its two warpgroups' row-frame entries whose real r has slot t (r ascending),
+ * then of the saturated partials of its 8 consumer warps when t is a saturated slot. */
+template <int DT, int KV>
+DATTN_DEV void ws_reduce_body(const dattn_bwd_args &A)
+{
+    const dattn_fwd_args &a = A.f;
+    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x, NG = A.tcg;
+    const int nkh = ws_nkh(a), NK = 2 * nkh + 2;
+    /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
+    const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
+    const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
+    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0);
+    const float *part = KV ? A.ppq : A.ppk;
+    float s = 0.f;
+    for (int gq = 0; gq < NG; gq++)
+        for (int w = 0; w < 2; w++) {
+            const float *fp = part + (((int64_t)h * NG + gq) * 2 + w) * NK * 4096;
+            for (int r = r0; r < r1; r++) {
+                const int rf = KV ? -r : r, q = rf + 63 + 64 * nkh, kb = q >> 6, tt = q & 63;
+                s += fp[(int64_t)kb * 4096 + 64 * tt + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3)];
+            }
+        }
+    const float *sp = part + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
+    for (int sd = 0; sd < 2; sd++)
+        if (t == (sd ? a.sat_pos : a.sat_neg))
+            for (int k = 0; k < NG * 8; k++) s += sp[(int64_t)k * 128 + 64 * sd + d];
+    if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
+    else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
+}
+
+/* both tables in one launch: blockIdx.z 0 dpk, 1 dpq */
+extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_reduce_f16(const __grid_constant__ dattn_bwd_args A)
+{
+    if (blockIdx.z == 0) ws_reduce_body<1, 0>(A);
+    else ws_reduce_body<1, 1>(A);
+}
+
+extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_reduce_bf16(const __grid_constant__ dattn_bwd_args A)
+{
+    if (blockIdx.z == 0) ws_reduce_body<2, 0>(A);
+    else ws_reduce_body<2, 1>(A);
+}
+
+/* Floats of one table's partials (launch.cu's workspace layout): H G (2 NK 4096 + 8 128). */
+extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R)
+{
+    const int r = (int)(((int64_t)R + 63) / 64), l = (L + 63) / 64 + 1, nkh = r < l ? r : l;
+    return (size_t)H * (size_t)G * ((size_t)2 * (2 * nkh + 2) * 4096 + 8 * 128);
+}
+
+extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
+
+/* The whole backward on this path (A->tcg = G groups per head; A->di, rsat, csat, ppk, ppq in the
+ * workspace): D_i, the planes, the dq kernel, the dkdv kernel, the table reduce. Returns
+ * cudaErrorNotSupported, having launched nothing, for a call outside the path (no rows, packed,
+ * mask, dropout, one position term alone) or a tensor that cannot be mapped (tma.cuh). */
+extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream)
+{
+    const dattn_fwd_args &a = A->f;
+    dattn_ws_maps M;
+    int rf[4] = {0, 0, 0, 0};
+    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || a.mask || a.drop_thr || a.c2p != a.p2c ||
+        dattn_tma_rows_map(&M.q, &rf[0], a.q, a.B, a.L, a.H, a.q_sb, a.q_sl, a.q_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.k, &rf[1], a.k, a.B, a.L, a.H, a.k_sb, a.k_sl, a.k_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.v, &rf[2], a.v, a.B, a.L, a.H, a.v_sb, a.v_sl, a.v_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.o, &rf[3], A->dout, a.B, a.L, a.H, A->do_sb, A->do_sl, A->do_sh, 64) != cudaSuccess)
+        return cudaErrorNotSupported;
+    M.qrf = rf[0];
+    M.krf = rf[1];
+    M.vrf = rf[2];
+    M.orf = rf[3];
+    cudaError_t e;
+    if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
+    if (a.c2p) {
+        const dim3 pg((unsigned)((a.L + 127) / 128), (unsigned)a.H, (unsigned)a.B);
+        if (bf) dattn_bwd_ws_planes_bf16<<<pg, 128, 0, stream>>>(*A);
+        else dattn_bwd_ws_planes_f16<<<pg, 128, 0, stream>>>(*A);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    typedef void (*kfn)(dattn_bwd_args, dattn_ws_maps);
+    const kfn ks[2] = {bf ? dattn_bwd_ws_bf16_d64_kv0 : dattn_bwd_ws_f16_d64_kv0,
+                       bf ? dattn_bwd_ws_bf16_d64_kv1 : dattn_bwd_ws_f16_d64_kv1};
+    const dim3 kg((unsigned)A->tcg, (unsigned)a.H);
+    for (int which = 0; which < 2; which++) {
+        const kfn k = ks[which];
+        if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM)) != cudaSuccess) return e;
+        k<<<kg, 384, WS_SMEM, stream>>>(*A, M);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (!a.c2p) return cudaSuccess;
+    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H, 2u);
+    if (bf) dattn_bwd_ws_reduce_bf16<<<grid, 64, 0, stream>>>(*A);
+    else dattn_bwd_ws_reduce_f16<<<grid, 64, 0, stream>>>(*A);
+    return cudaGetLastError();
+}
+
+/* shared memory of the ws kernels (bytes) */
+extern "C" size_t dattn_bwd_ws_smem(void) { return WS_SMEM; }
