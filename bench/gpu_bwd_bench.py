@@ -4,6 +4,10 @@ torch SDPA's flash backend fwd+bwd on the same Q/K/V shapes, through the Python 
 (dattn.ops.attention, autograd). fp16, H=12, D=64, S=256, v3 log buckets, c2p|p2c, no
 mask. Medians of CUDA-event timings after a warm-up, random data. The first CUDA backward
 (bwd_simple.cu) is a correctness-first version; these numbers record where it starts.
+Since 2026-12-01 (gpu-2026-12-01-wslib) the default backward on an H200 for these calls (padded,
+no dropout, fp16, D 64) is the warp-specialized wgmma kernel pair (bwd_ws_d64_sm90.cu, "ws"):
+the dattn_* keys are ws, and the *_tc3g keys the previous default pinned (tc3g_bitwise is then
+False: a different kernel; both are checked against float64 by test_cuda_bwd). Before that:
 Each shape is timed several times in one run: the default backward (at D = 64 tc3g = tc3f
 with D_i computed in the dq kernel; tc3f: the
 round-3 tensor-core kernels with the lean tile loop, the run-sum scatter, the four-warp

@@ -108,7 +108,7 @@ static int remap(tprob *P, devctx *x, void **ptr)
 
 /* Whether the library's backward takes the warp-specialized kernels for these parameters (the
  * conditions of launch.cu bwd_ws_call and of the tensor maps of dattn_launch_bwd_ws: an sm_90
- * GPU, fp16 / bf16, D 64, padded without mask or dropout, both position terms or none, q / k /
+ * GPU, fp16 / bf16, D 64, padded (any mask) without dropout, both position terms or none, q / k /
  * v / dout 16-byte aligned with strides of whole 16-byte units). Their dv comes from P rounded
  * once to the storage dtype, as transformers' eager path and FlashAttention compute it (SPEC's
  * rule: within 2x eager's error), so the dv check adds that rounding (TOL_B_DV_P1). */
@@ -119,8 +119,7 @@ static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
         major != 9)
         return 0;
     const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
-    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED || p->mask.data ||
-        p->dropout_p > 0.f || (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
+    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED || p->dropout_p > 0.f || (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
         return 0;
     const dattn_tensor *t[4] = {&p->q, &p->k, &p->v, &p->dout};
     for (int i = 0; i < 4; i++) {
@@ -469,11 +468,12 @@ static void sweep_tc(void)
     run_b(&c, NULL, NULL, 1);
 }
 
-/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded, no mask, no dropout,
+/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), no dropout,
  * D 64, fp16 / bf16, both position terms or none): L across its 128-row blocks and 64-column
  * tiles (keys and rows past L), every position kind (band tiles in the linear and log zones,
- * saturated tiles on both sides), every tensor layout (its TMA maps), several row blocks per
- * CTA (many heads: G = 132 / H groups per head); determinism on every other case. */
+ * saturated tiles on both sides), every mask pattern with both padded-row modes, every tensor
+ * layout (its TMA maps), several row blocks per CTA (many heads: G = 132 / H groups per head);
+ * determinism on every other case. */
 static void sweep_ws(void)
 {
     static const int64_t Ls[] = {1, 17, 64, 65, 127, 128, 129, 200, 257, 383, 640};
@@ -483,6 +483,14 @@ static void sweep_ws(void)
         c.variant = k % LY_COUNT;
         set_pos(&c, k % 3);
         if (k % 4 == 3) c.pos_att = 0;
+        run_b(&c, NULL, NULL, k % 2);
+    }
+    for (int m = 0; m < MK_COUNT; m++, k++) { /* masks (MK_MIXED: six sequences, one per pattern) */
+        tcase c = mk(k % 2 ? DATTN_BF16 : DATTN_F16, m == MK_MIXED ? 6 : 2, m % 2 ? 200 : 135, 2, 64);
+        c.mask = m;
+        c.padrows = m % 3 == 1 ? DATTN_PADROWS_ZERO : DATTN_PADROWS_HF;
+        c.variant = k % 3; /* (contig, fused, trans: mappable) */
+        set_pos(&c, k % 3);
         run_b(&c, NULL, NULL, k % 2);
     }
     tcase c = mk(DATTN_F16, 1, 1200, 2, 64); /* v3's map saturated on both sides */

@@ -150,6 +150,9 @@ typedef struct dattn_bwd_args {
     int64_t dk_sb, dk_sl, dk_sh;
     int64_t dv_sb, dv_sl, dv_sh;
     int64_t dpk_sh, dpk_ss, dpq_sh, dpq_ss;
+    float *hfv;               /* ws backward, mask with HF padded rows: [B][H][D] fp32, (1 / L) x the
+                                 sum of dout over the sequence's padded query rows (their uniform
+                                 softmax's dv term, the same for every key); NULL otherwise */
     int64_t T;                /* packed: total tokens */
     float inv_scale;          /* 1 / scale */
 } dattn_bwd_args;

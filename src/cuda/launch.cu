@@ -58,7 +58,7 @@
  * it computes IEEE fp32 in either mode.
  *
  * Backward (every path without float atomics on its outputs, bitwise deterministic):
- *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded without mask or dropout, c2p and p2c both on
+ *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask) without dropout, c2p and p2c both on
  *       (a monotone slot map) or both off, tensors a TMA map can describe -> the
  *       warp-specialized wgmma kernels ("ws", bwd_ws_d64_sm90.cu: TMA, setmaxnreg, band table
  *       gradients by bulk reductions; NOTES "The warp-specialized backward in the library");
@@ -99,7 +99,8 @@
  *           default, bitwise the same results as tc3f; the same workspace and routing);
  *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
  *           the previous default, with the separate D_i pass);
- *   tc3g    the default: tc3f without the separate D_i launch: its dq kernel computes
+ *   tc3g    the default where the ws kernels do not run (other GPUs, dropout, packed: see
+ *           above): tc3f without the separate D_i launch: its dq kernel computes
  *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
  *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
  *           tc3f; the same workspace and routing; one launch fewer per call), accepted by name;
@@ -360,9 +361,12 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *         H*G*2S*D, one per CTA, when the tensor-core path may run (G = bwd_tc_groups)
  *   ppq   the same for dpq [p2c]
  *   tcr   int32 [2][H][G][2] the tensor-core CTAs' written slot ranges (when it may run)
+ *   hfv   B*H*D [mask, HF padded rows, the ws kernels may run] the padded rows' dv term
+ *         (dattn_bwd_args.hfv); the ws kernels' partials (H*G'*(2 NK 4096 + 1024) per table,
+ *         bwd_ws_d64_sm90.cu) also size ppk / ppq when they may run
  * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
 typedef struct bws_layout {
-    size_t di, rsat, csat, ppk, ppq, tcr, total;
+    size_t di, rsat, csat, ppk, ppq, tcr, hfv, total;
 } bws_layout;
 
 /* Tensor-core backward CTAs per head: B*ceil(L/64) row blocks split into G contiguous
@@ -411,7 +415,7 @@ static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
     if (force && *force && strcmp(force, "ws") != 0) return 0;
-    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->p->mask.data || c->drop_threshold ||
+    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->drop_threshold ||
         c->c2p != c->p2c || c->B < 1 || c->L < 1)
         return 0;
     if (c->c2p) {
@@ -459,7 +463,7 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
         }
     }
     size_t off = 0;
-    w->rsat = w->csat = w->ppk = w->ppq = w->tcr = WS_NONE;
+    w->rsat = w->csat = w->ppk = w->ppq = w->tcr = w->hfv = WS_NONE;
     w->di = off;
     off += al256(rows * sizeof(float));
     if (tcp) {
@@ -473,6 +477,10 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
     if (c->p2c) {
         w->csat = off;
         off += al256(2 * rows * sizeof(float));
+    }
+    if (!c->packed && c->p->mask.data && c->p->padded_rows == DATTN_PADROWS_HF && bwd_ws_call(c)) {
+        w->hfv = off;
+        off += al256((size_t)c->B * (size_t)c->H * (size_t)c->D * sizeof(float));
     }
     if (c->c2p) {
         w->ppk = off;
@@ -922,6 +930,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.ppk = wl.ppk != WS_NONE ? (float *)(ws + wl.ppk) : NULL;
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
     A.tcr = wl.tcr != WS_NONE ? (int32_t *)(ws + wl.tcr) : NULL;
+    A.hfv = wl.hfv != WS_NONE ? (float *)(ws + wl.hfv) : NULL;
     int tc3 = bwd_tc3_want(c); /* (the layout above reserved its partials) */
     A.sgb = c->B == 0 ? 0 : (int32_t)bwd_simple_groups(c);
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
@@ -932,7 +941,8 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
      * =tc3b the lean loop alone, =tc3p the lean loop with P rounded once for dV, =tc3s the run-sum scatter,
      * =tc3k the four-warp saturated constants, =tc3c tc3s + tc3k, =tc3d tc3c + lean P / dS (the
      * default before tc3e), =tc3e tc3d + per-class dq tile bodies, =tc3f tc3e + per-class dkdv tile
-     * bodies (the previous default, with the separate D_i pass), =tc3g the default by name,
+     * bodies (the previous default, with the separate D_i pass), =tc3g (the default where ws does
+     * not run) by name,
      * =tc3t tc3g with TMA loads of the column tiles */
     static const char *const v3_names[] = {"tc3", "tc3b", "tc3p", "tc3s", "tc3k", "tc3c", "tc3d", "tc3e", "tc3f", "tc3g", "tc3t"}; /* v3 1..11 */
     int v3 = 10;
