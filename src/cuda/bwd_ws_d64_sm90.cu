@@ -5,11 +5,13 @@
  * table gradients by bulk reductions"); this is that kernel pair made a library path:
  * persistent groups, any L, bf16, the library's slot map, strides and workspace.
  *
- * Masks (padded layout, any pattern; SPEC "Mask and padded rows"): masked keys and padded query
- * rows get P = 0 (dq kernel: the producer's column validity, a tile flag choosing the masked
- * body; padded query rows lse = +inf; dkdv kernel: the rows' validity, queries' lse = +inf), and
- * HF padded rows add their uniform softmax's dv term (1 / L) sum_i dout_i, the same for every key
- * row < L, from a small pre-pass (dattn_bwd_ws_hfv) in the dkdv kernel's epilogue.
+ * Masks (padded layout, any pattern; SPEC "Mask and padded rows"; the *_mask kernels, template
+ * flag MSK: calls without a mask run kernels without this code, whose registers it would cost
+ * ~4 %, NOTES): masked keys and padded query rows get P = 0 (dq kernel: the producer's key
+ * validity and a tile flag choosing the masked body; padded query rows lse = +inf; dkdv kernel:
+ * the rows' validity, queries' lse = +inf), and HF padded rows add their uniform softmax's dv
+ * term (1 / L) sum_i dout_i, the same for every key row < L, from a small pre-pass
+ * (dattn_bwd_ws_hfv) in the dkdv kernel's epilogue.
  *
  *   dq kernel (KV = 0):   rows = queries, columns = keys. X = Q, Z = dO, Y = K, W = V; row-side
  *                         table TR = pk (c2p), column-side TC = pq (p2c).
@@ -20,8 +22,8 @@
  *
  * Grid (G, H), 384 threads, one CTA per SM: CTA (g, h) walks a contiguous share of head h's
  * B * ceil(L / 128) row blocks of 128 rows in order (the same split for a given call, so every
- * sum has one order: bitwise deterministic). Three warpgroups (setmaxnreg 56 / 224: the persistent
- * producer with its column facts needs more than the prototype's 24):
+ * sum has one order: bitwise deterministic). Three warpgroups (setmaxnreg 40 / 232, the mask
+ * kernels 56 / 224: the persistent producer needs more than the prototype's 24):
  *   warpgroup 0, the producer: its warp 0 loads X and Z of a row block by TMA (64-row boxes;
  *     rows past L arrive as zeros) once the consumers released the previous one (xempty), and
  *     the Y / W tiles of 64 columns into two stages; the tile's column facts (dkdv kernel: lse *
@@ -73,10 +75,10 @@ typedef struct dattn_ws_maps {
  *   C: per consumer warpgroup the skewed dS of a band tile, C[row][u] = dS[row][row - u + 63],
  *     MN-major (16-bit [128 u][64 rows], 128-byte swizzled), zero where no column maps;
  *   D: per consumer warpgroup [64][72] fp32, the band tile's gathered window products;
- *   CF: the column facts [2 stages][512] fp32: [0, 64) lse * log2 e and [64, 128) D_i of the
- *     columns (dkdv kernel; +inf / 0 for invalid queries); with position terms [128, 256) the
- *     column plane of each saturated side; dq kernel [256, 320) the keys' validity (1 / 0) and
- *     word 320 a tile flag (nonzero: some key of the tile is invalid); the barriers. */
+ *   CF: the column facts [2 stages][4][64] fp32 (dkdv kernel: lse * log2 e and D_i, +inf / 0
+ *     for invalid queries; with position terms the column plane of each saturated side); the
+ *     barriers; MK (mask kernels, dq kernel): [2 stages][128] fp32, the keys' validity (1 / 0)
+ *     and word 64 a tile flag (nonzero: some key of the tile is invalid). */
 enum {
     WS_X = 0,
     WS_Z = 16384,
@@ -88,8 +90,9 @@ enum {
     WS_D = WS_C + 32768,
     WS_DP = 72, /* D's pitch in floats: the gathers' stores 2-way, its 64-bit reads conflict-free */
     WS_CF = WS_D + 2 * 64 * WS_DP * 4,
-    WS_BAR = WS_CF + 4096,
-    WS_SMEM = WS_BAR + 64 + 1024
+    WS_BAR = WS_CF + 2048,
+    WS_MK = WS_BAR + 64,
+    WS_SMEM = WS_MK + 1024 + 1024
 };
 
 /* the row-frame blocks' offset nkh (launch.cu sizes the workspace with the same formula) */
@@ -111,13 +114,16 @@ DATTN_DEV int ws_opaque(int x)
  * of a warpgroup (a thread's elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e &
  * 1)), packed as wgmma A operands af (dS) and pf (P, dkdv kernel). Z: 0 no constant terms, 1 / 2
  * every pair on the saturated zone's negative / positive side (rc: the rows' constants, cf[128 +
- * 64 side + col] the columns'; rs gathers the rows' dS sums per side). MK: invalid keys have P =
- * 0: dq kernel, columns with cf[256 + col] == 0; dkdv kernel, rows with rv[i] == 0. cb: a band
- * tile's C tile (dS stored skewed), else null. */
+ * 64 side + col] the columns'; rs gathers the rows' dS sums per side). MK 1: elements at or past
+ * the limit lim have P = 0 (dq kernel: columns (keys) >= lim; dkdv kernel: rows (keys) >= lim,
+ * warpgroup rows); MK 2 (mask kernels): invalid keys have P = 0 (dq kernel: columns with mkv[col]
+ * == 0; dkdv kernel: rows with rv[i] == 0). cb: a band tile's C tile (dS stored skewed), else
+ * null. */
 template <int BF, int KV, int Z, int MK>
 DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], const float *cf, const float (&rl2)[2],
                           const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2], uint32_t (&af)[4][4],
-                          uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, const int (&rv)[2])
+                          uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim, const int (&rv)[2],
+                          const float *mkv)
 {
     /* the C stores: pair (row, 8 nb + c2 + (e & 1)) goes to u = row - column + 63 = U0 - 8 nb; C is
      * MN-major (u's line of 64 rows is 128 bytes, chunk (row >> 3) ^ (u & 7)): a base minus 1024 nb */
@@ -137,7 +143,8 @@ DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], cons
             float sc = sa[nb][e];
             if constexpr (Z == 1 || Z == 2) sc += rc[Z - 1][e >> 1] + cf[128 + 64 * (Z - 1) + col];
             pp[e] = ex2f(fmaf(sc, sl2, -l2));
-            if constexpr (MK) pp[e] = (KV ? rv[e >> 1] != 0 : cf[256 + col] != 0.f) ? pp[e] : 0.f;
+            if constexpr (MK == 1) pp[e] = (KV ? rl0 + 8 * (e >> 1) : col) < lim ? pp[e] : 0.f;
+            if constexpr (MK == 2) pp[e] = (KV ? rv[e >> 1] != 0 : mkv[col] != 0.f) ? pp[e] : 0.f;
             ds[e] = pp[e] * (dp[nb][e] - d);
             if constexpr (Z == 1 || Z == 2) rs[Z - 1][e >> 1] += ds[e];
         }
@@ -152,15 +159,16 @@ DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], cons
     }
 }
 
-/* the same with the tile's mask choice made once per tile (a uniform branch) */
-template <int BF, int KV, int Z>
+/* the same with the tile's mask choice made once per tile (a uniform branch; MSK: the mask
+ * kernels' validity test) */
+template <int BF, int KV, int Z, int MSK>
 DATTN_DEV void ws_tile_ds_mk(int mk, const float (&sa)[8][4], const float (&dp)[8][4], const float *cf,
                              const float (&rl2)[2], const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2],
-                             uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb,
-                             const int (&rv)[2])
+                             uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim,
+                             const int (&rv)[2], const float *mkv)
 {
-    if (mk) ws_tile_ds<BF, KV, Z, 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, rv);
-    else ws_tile_ds<BF, KV, Z, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, rv);
+    if (mk) ws_tile_ds<BF, KV, Z, MSK ? 2 : 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv);
+    else ws_tile_ds<BF, KV, Z, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv);
 }
 
 /* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
@@ -244,7 +252,7 @@ DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
     return !(rmin >= R || rmax <= -R);
 }
 
-template <int BF, int KV>
+template <int BF, int KV, int MSK>
 DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 {
     const dattn_fwd_args &a = A.f;
@@ -286,7 +294,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<56>();
+        setmaxnreg_dec<MSK ? 56 : 40>();
         if (warp != 0 && !pos) return;
         const int one = warp == 0 && lane == 0;
         WS_UNITS;
@@ -309,17 +317,19 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             for (int j = 0; j < nt; j++, tcount++) {
                 const int s = tcount & 1;
                 if (tcount >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((tcount >> 1) - 1) & 1u);
-                float *cf = (float *)(smem + WS_CF + 2048 * s);
+                float *cf = (float *)(smem + WS_CF + 1024 * s);
                 if (warp == 0) {
                     /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 (+inf / 0 past L
                      * or masked) */
                     int bad = 0;
                     for (int e = 0; e < 2; e++) {
                         const int col = 64 * j + 2 * lane + e;
-                        const int ok = col < L && (!a.mask || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
-                        bad |= !ok;
-                        const int64_t wr = ((int64_t)b * a.H + h) * L + (col < L ? col : 0);
-                        if (!KV) cf[256 + 2 * lane + e] = ok ? 1.f : 0.f;
+                        const int ok = col < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
+                        const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? col : 0);
+                        if constexpr (MSK) {
+                            bad |= !ok;
+                            if (!KV) ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = ok ? 1.f : 0.f;
+                        }
                         if (KV) {
                             cf[2 * lane + e] =
                                 ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)col * a.l_sl] * WS_L2E
@@ -331,8 +341,10 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                             cf[192 + 2 * lane + e] = ok ? cplane[2 * wr + 1] : 0.f;
                         }
                     }
-                    bad = __any_sync(0xffffffffu, bad);
-                    if (!KV && lane == 0) ((int *)cf)[320] = bad;
+                    if constexpr (MSK && !KV) {
+                        bad = __any_sync(0xffffffffu, bad);
+                        if (lane == 0) ((int *)(smem + WS_MK + 512 * s))[64] = bad;
+                    }
                 }
                 if (pos) {
                     /* the ring blocks first needed by tile j (blocks 0 .. 2 at tile 0, then block j +
@@ -345,7 +357,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                         if (!need) continue;
                         const int ch = tid & 7;
 #pragma unroll 1
-                        for (int i = 0; i < 4; i++) { /* (rolled: the producer's 56 registers) */
+                        for (int i = 0; i < 4; i++) { /* (rolled: the producer's 40 registers) */
                             const int t = (tid >> 3) + 16 * i;
                             int r = m0 - 64 * ab + t + 65;
                             r = KV ? -r : r;
@@ -367,7 +379,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         }
         return;
     }
-    setmaxnreg_inc<224>();
+    setmaxnreg_inc<MSK ? 224 : 232>();
     WS_UNITS;
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
     const int cw = wg - 1, tw = tid - 128 * wg, g = lane >> 2, c_ = lane & 3, rl0_ = 16 * warp + g, c = c_, rl0 = rl0_;
@@ -403,12 +415,12 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         const int b = u / nblk, m0 = (u % nblk) * 128, rb0 = m0 + 64 * cw;
         float rl2[2] = {0.f, 0.f}, rd[2] = {0.f, 0.f}, rc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
         float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [side][row] */
-        int rv[2]; /* the rows' validity: inside L, not masked */
+        int rv[2]; /* (mask kernels) the rows' validity: inside L, not masked */
         for (int i = 0; i < 2; i++) {
             const int row = rb0 + rl0 + 8 * i;
-            const int ok = row < L && (!a.mask || a.mask[(int64_t)b * a.m_sb + (int64_t)row * a.m_sl] != 0);
+            const int ok = row < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)row * a.m_sl] != 0);
             rv[i] = ok;
-            const int64_t wr = ((int64_t)b * a.H + h) * L + (row < L ? row : 0);
+            const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? row : 0);
             if (!KV) {
                 rl2[i] = ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] * WS_L2E
                             : __int_as_float(0x7f800000); /* p = 0 */
@@ -419,7 +431,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 rc[1][i] = ok ? WS_RPLANE[2 * wr + 1] : 0.f;
             }
         }
-        const int mrow = KV ? __any_sync(0xffffffffu, !rv[0] || !rv[1]) : 0; /* dkdv kernel: an invalid key row in the warp */
+        int mrow = 0; /* (mask kernels, dkdv kernel) an invalid key row in the warp */
+        if constexpr (MSK && KV) mrow = __any_sync(0xffffffffu, !rv[0] || !rv[1]);
         float dx[8][4], dv[8][4]; /* (dv: dkdv kernel only) */
         for (int nb = 0; nb < 8; nb++) {
             dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
@@ -431,15 +444,17 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             const uint64_t dY = desc_add(dY0, 8192u * s), dW = desc_add(dW0, 8192u * s);
             const uint64_t dYm = desc_add(dYm0, 8192u * s), dWm = desc_add(dWm0, 8192u * s);
             mbar_wait(full0 + 8 * s, (uint32_t)(tcount >> 1) & 1u);
-            const float *cf = (const float *)(smem + WS_CF + 2048 * s);
-            /* (dq kernel: the producer's flag of the tile's keys; dkdv kernel: the warp's rows) */
-            const int n0 = 64 * j, mk = KV ? mrow : ((const int *)cf)[320];
+            /* (mask kernels: dq kernel, the producer's flag of the tile's keys; dkdv kernel, the
+             * warp's rows) */
+            const int n0 = 64 * j, lim = KV ? L - rb0 : L - n0,
+                      mk = MSK ? (KV ? mrow : ((const int *)(smem + WS_MK + 512 * s))[64]) : lim < 64;
             const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
             const int zone = !pos ? 0 : rmin >= R ? 2 : rmax <= -R ? 1 : 3; /* 3: band */
             /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
             const uint32_t ra0 = 8192u * (uint32_t)((j + 2 - cw) & 3), ra1 = 8192u * (uint32_t)((j + 1 - cw) & 3);
             const uint64_t dR0 = desc_add(dRR, ra0), dR1 = desc_add(dRR, ra1), dC0 = desc_add(dRC, ra0), dC1 = desc_add(dRC, ra1);
             const uint64_t dR0m = desc_add(dRRm, ra0), dR1m = desc_add(dRRm, ra1);
+            const float *cf = (const float *)(smem + WS_CF + 1024 * s), *mkv = (const float *)(smem + WS_MK + 512 * s);
             uint32_t af[4][4], pf[4][4]; /* dS (and P, dkdv kernel) as A operands, columns 16 kk .. + 15 */
             float sa[8][4], dp[8][4];
             if (zone == 3) {
@@ -499,7 +514,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     reg_fence(dp);
                     ws_add_d(sa, dg, rl0, c);
                 }
-                ws_tile_ds_mk<BF, KV, 0>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, rv);
+                ws_tile_ds_mk<BF, KV, 0, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, lim, rv, mkv);
                 fence_proxy_async(); /* (C is read by wgmma) */
                 bar_sync_named(1 + cw, 128);
                 wgmma_fence();
@@ -551,11 +566,11 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 reg_fence(dp);
                 /* (the zone is uniform over the warpgroup: one specialized body per zone) */
                 if (zone == 0)
-                    ws_tile_ds_mk<BF, KV, 0>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, rv);
+                    ws_tile_ds_mk<BF, KV, 0, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
                 else if (zone == 1)
-                    ws_tile_ds_mk<BF, KV, 1>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, rv);
+                    ws_tile_ds_mk<BF, KV, 1, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
                 else
-                    ws_tile_ds_mk<BF, KV, 2>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, rv);
+                    ws_tile_ds_mk<BF, KV, 2, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
                 wgmma_fence();
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
                 if constexpr (KV)
@@ -612,13 +627,17 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             uint16_t *ov = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)row * A.dv_sl + (int64_t)h * A.dv_sh + 2 * c
                               : nullptr;
             /* (HF padded rows: their dv term, the same for every key row) */
-            const float *hv = KV && A.hfv ? A.hfv + ((int64_t)b * a.H + h) * 64 + 2 * c : nullptr;
             for (int nb = 0; nb < 8; nb++) {
                 *(uint32_t *)(o + 8 * nb) = pack2<BF>(dx[nb][2 * i] * A.inv_scale, dx[nb][2 * i + 1] * A.inv_scale);
-                if constexpr (KV) {
+                if constexpr (KV && MSK) {
                     float v0 = dv[nb][2 * i], v1 = dv[nb][2 * i + 1];
-                    if (hv) v0 += hv[8 * nb], v1 += hv[8 * nb + 1];
+                    if (A.hfv) {
+                        const float *hv = A.hfv + ((int64_t)b * a.H + h) * 64 + 2 * c + 8 * nb;
+                        v0 += hv[0], v1 += hv[1];
+                    }
                     *(uint32_t *)(ov + 8 * nb) = pack2<BF>(v0, v1);
+                } else if constexpr (KV) {
+                    *(uint32_t *)(ov + 8 * nb) = pack2<BF>(dv[nb][2 * i], dv[nb][2 * i + 1]);
                 }
             }
         }
@@ -635,17 +654,21 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #undef WS_UNITS
 }
 
-#define WS_KERNEL(DT, BF, KV)                                                                      \
+#define WS_KERNEL(DT, BF, KV, MSK, SUF)                                                            \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
-        dattn_bwd_ws_##DT##_d64_kv##KV(const __grid_constant__ dattn_bwd_args A,                     \
-                                       const __grid_constant__ dattn_ws_maps M)                     \
+        dattn_bwd_ws_##DT##_d64_kv##KV##SUF(const __grid_constant__ dattn_bwd_args A,                \
+                                            const __grid_constant__ dattn_ws_maps M)                \
     {                                                                                              \
-        ws_body<BF, KV>(A, M);                                                                     \
+        ws_body<BF, KV, MSK>(A, M);                                                                \
     }
-WS_KERNEL(f16, 0, 0)
-WS_KERNEL(f16, 0, 1)
-WS_KERNEL(bf16, 1, 0)
-WS_KERNEL(bf16, 1, 1)
+WS_KERNEL(f16, 0, 0, 0, )
+WS_KERNEL(f16, 0, 1, 0, )
+WS_KERNEL(bf16, 1, 0, 0, )
+WS_KERNEL(bf16, 1, 1, 0, )
+WS_KERNEL(f16, 0, 0, 1, _mask)
+WS_KERNEL(f16, 0, 1, 1, _mask)
+WS_KERNEL(bf16, 1, 0, 1, _mask)
+WS_KERNEL(bf16, 1, 1, 1, _mask)
 
 /* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
  * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
@@ -810,8 +833,10 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     typedef void (*kfn)(dattn_bwd_args, dattn_ws_maps);
-    const kfn ks[2] = {bf ? dattn_bwd_ws_bf16_d64_kv0 : dattn_bwd_ws_f16_d64_kv0,
-                       bf ? dattn_bwd_ws_bf16_d64_kv1 : dattn_bwd_ws_f16_d64_kv1};
+    const kfn ks[2] = {a.mask ? (bf ? dattn_bwd_ws_bf16_d64_kv0_mask : dattn_bwd_ws_f16_d64_kv0_mask)
+                              : (bf ? dattn_bwd_ws_bf16_d64_kv0 : dattn_bwd_ws_f16_d64_kv0),
+                       a.mask ? (bf ? dattn_bwd_ws_bf16_d64_kv1_mask : dattn_bwd_ws_f16_d64_kv1_mask)
+                              : (bf ? dattn_bwd_ws_bf16_d64_kv1 : dattn_bwd_ws_f16_d64_kv1)};
     const dim3 kg((unsigned)A->tcg, (unsigned)a.H);
     for (int which = 0; which < 2; which++) {
         const kfn k = ks[which];
