@@ -733,8 +733,8 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
     ws_hfv_body<1>(A);
 }
 
-/* first r in [lo, hi] with slot(r) > t - (1 - strict)... i.e. the first r whose slot is >= t
- * (ge = 1) or > t (ge = 0), hi if none (the map is non-decreasing in r) */
+/* the first r in [lo, hi) whose slot is >= t (ge = 1) or > t (ge = 0), hi if none (binary
+ * search: the map is non-decreasing in r) */
 DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
 {
     while (lo < hi) {
@@ -850,6 +850,3 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     else dattn_bwd_ws_reduce_f16<<<grid, 64, 0, stream>>>(*A);
     return cudaGetLastError();
 }
-
-/* shared memory of the ws kernels (bytes) */
-extern "C" size_t dattn_bwd_ws_smem(void) { return WS_SMEM; }
