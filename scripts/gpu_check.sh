@@ -9,6 +9,11 @@
 #   --train: only the training steps (build, pytest of tests/python/test_train.py on
 #            CUDA, train-bench, finetune-e2e), about 5 min
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
+#   GPU_CHECK_BWD_PATHS="tc2 tc3g ..."  backward paths swept and sanitized again after the
+#            default (default "tc2 tc3g"; the default itself is the ws kernels on the H200)
+#   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h")
+#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default sm90w1g)
+#   GPU_CHECK_BUDGET=520  seconds for the whole run (steps are cut to fit it)
 #   JOBS=16
 set -u
 OUT=${OUT:-gpu-out}
@@ -34,6 +39,15 @@ BUDGET=${GPU_CHECK_BUDGET:-520}
 DEADLINE=$((t_start + BUDGET))
 
 log() { echo "$*" | tee -a "$LOG"; }
+# The backward paths whose whole sweep and compute-sanitizer runs repeat the default ones (3a,
+# 4): GPU_CHECK_BWD_PATHS, default "tc2 tc3g" (the round-2 kernels: D 128 and other GPUs; tc3g:
+# the D 64 default where the ws kernels do not run: dropout, packed). The other names are opt-in
+# A/B variants; all of them (tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e tc3g tc3t) no longer fit
+# one device call together with the rest. GPU_CHECK_SAN_FWD_PATHS likewise for the forward's
+# per-path sanitizer runs (default sm90w1g: the L > 512 instance of the default; the default-path
+# runs take sm90w1h at their small L).
+BWD_PATHS=${GPU_CHECK_BWD_PATHS:-tc2 tc3g}
+bwd_path_on() { case " $BWD_PATHS " in *" $1 "*) return 0 ;; esac; return 1; }
 # step NAME LIMIT_S CMD...: runs CMD with a time limit, output appended to the log,
 # records "NAME status seconds" in the summary.
 step() {
@@ -142,62 +156,82 @@ done
 #     SM, bwd_tc3_d64.cu): every D = 64 fp16/bf16 case the tensor-core backward takes runs
 #     on bwd_sm80_d64.cu instead (D = 128 runs it in both sweeps)
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
-  else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc2; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
+    else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # the round-3 kernels with their first tile loop (DATTN_CUDA_BWD=tc3, bwd_tc3_d64.cu; the
   # default is their lean-loop variant tc3b): the whole sweep on them, every backward again on
   # tc3b and bitwise equal (--same-as tc3b)
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3 --quick" 120 build/tests/test_cuda_bwd --path tc3 --same-as tc3b --quick
-  else step "test_cuda_bwd --path tc3" 300 build/tests/test_cuda_bwd --path tc3 --same-as tc3b; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3 --quick" 120 build/tests/test_cuda_bwd --path tc3 --same-as tc3b --quick
+    else step "test_cuda_bwd --path tc3" 300 build/tests/test_cuda_bwd --path tc3 --same-as tc3b; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3p (opt-in, bwd_tc3p_d64.cu: tc3b with P rounded once to the storage dtype for dv): the
   # whole sweep on it (dv against the fp32-P bound plus the P rounding, tests/tprob.h
   # TOL_B_DV_P1), every backward again on tc3b with dq, dk, dpk, dpq bitwise equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3p --quick" 120 build/tests/test_cuda_bwd --path tc3p --same-as tc3b --quick
-  else step "test_cuda_bwd --path tc3p" 300 build/tests/test_cuda_bwd --path tc3p --same-as tc3b; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3p; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3p --quick" 120 build/tests/test_cuda_bwd --path tc3p --same-as tc3b --quick
+    else step "test_cuda_bwd --path tc3p" 300 build/tests/test_cuda_bwd --path tc3p --same-as tc3b; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3k (DATTN_CUDA_BWD=tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants
   # summed by all four warps (a different summation order: not bitwise tc3b, so no --same-as;
   # every case against ref64, packed == padded bitwise and the determinism cases on tc3k)
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3k --quick" 120 build/tests/test_cuda_bwd --path tc3k --quick
-  else step "test_cuda_bwd --path tc3k" 300 build/tests/test_cuda_bwd --path tc3k; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3k; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3k --quick" 120 build/tests/test_cuda_bwd --path tc3k --quick
+    else step "test_cuda_bwd --path tc3k" 300 build/tests/test_cuda_bwd --path tc3k; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3b with the run-sum scatter of log-zone band tiles (DATTN_CUDA_BWD=tc3s, bwd_tc3s_d64.cu,
   # opt-in): the whole sweep on it against ref64 (not bitwise tc3b: fewer roundings of C;
   # packed == padded and the determinism cases stay bitwise)
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3s --quick" 120 build/tests/test_cuda_bwd --path tc3s --quick
-  else step "test_cuda_bwd --path tc3s" 300 build/tests/test_cuda_bwd --path tc3s; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3s; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3s --quick" 120 build/tests/test_cuda_bwd --path tc3s --quick
+    else step "test_cuda_bwd --path tc3s" 300 build/tests/test_cuda_bwd --path tc3s; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3c (DATTN_CUDA_BWD=tc3c, bwd_tc3c_d64.cu): tc3d without the lean P / dS loop: the whole
   # sweep on it against ref64, every backward again on tc3d and bitwise equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3c --quick" 120 build/tests/test_cuda_bwd --path tc3c --same-as tc3d --quick
-  else step "test_cuda_bwd --path tc3c" 300 build/tests/test_cuda_bwd --path tc3c --same-as tc3d; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3c; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3c --quick" 120 build/tests/test_cuda_bwd --path tc3c --same-as tc3d --quick
+    else step "test_cuda_bwd --path tc3c" 300 build/tests/test_cuda_bwd --path tc3c --same-as tc3d; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3d (DATTN_CUDA_BWD=tc3d, bwd_tc3d_d64.cu): tc3e without the dq kernel's tile body per
   # tile class: the whole sweep on it against ref64, every backward again on tc3e and bitwise
   # equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3d --quick" 120 build/tests/test_cuda_bwd --path tc3d --same-as tc3e --quick
-  else step "test_cuda_bwd --path tc3d" 300 build/tests/test_cuda_bwd --path tc3d --same-as tc3e; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3d; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3d --quick" 120 build/tests/test_cuda_bwd --path tc3d --same-as tc3e --quick
+    else step "test_cuda_bwd --path tc3d" 300 build/tests/test_cuda_bwd --path tc3d --same-as tc3e; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3e (DATTN_CUDA_BWD=tc3e, bwd_tc3e_d64.cu, the previous default): the default tc3f
   # without the dkdv kernel's tile body per tile class: the whole sweep on it against ref64,
   # every backward again on tc3f and bitwise equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3f --quick
-  else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3f; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3e; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3f --quick
+    else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3f; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3g (DATTN_CUDA_BWD=tc3g, bwd_tc3g_d64.cu, opt-in): the default tc3f whose dq kernel
   # computes D_i itself (no D_i launch): the whole sweep on it against ref64, every backward
   # again on tc3f and bitwise equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3g --quick" 120 build/tests/test_cuda_bwd --path tc3g --same-as tc3f --quick
-  else step "test_cuda_bwd --path tc3g" 300 build/tests/test_cuda_bwd --path tc3g --same-as tc3f; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3g; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3g --quick" 120 build/tests/test_cuda_bwd --path tc3g --same-as tc3f --quick
+    else step "test_cuda_bwd --path tc3g" 300 build/tests/test_cuda_bwd --path tc3g --same-as tc3f; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
   # tc3t (DATTN_CUDA_BWD=tc3t, bwd_tc3t_d64.cu, opt-in): tc3g whose full column tiles come by
   # TMA (two bulk tensor copies per tile, mbarriers): the whole sweep on it against ref64,
   # every backward again on tc3g and bitwise equal
-  if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3t --quick" 120 build/tests/test_cuda_bwd --path tc3t --same-as tc3g --quick
-  else step "test_cuda_bwd --path tc3t" 300 build/tests/test_cuda_bwd --path tc3t --same-as tc3g; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if bwd_path_on tc3t; then
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3t --quick" 120 build/tests/test_cuda_bwd --path tc3t --same-as tc3g --quick
+    else step "test_cuda_bwd --path tc3t" 300 build/tests/test_cuda_bwd --path tc3t --same-as tc3g; fi
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  fi
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
@@ -216,9 +250,10 @@ fi
 #     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5), and the
 #     default's two instances pinned at every L (the default takes sm90w1h at L <= 512, sm90w1g
 #     above): sm90w1g, and sm90w1h bitwise against it (--same-as sm90w1g).
-#     GPU_CHECK_PATHS overrides the list.
+#     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h, the other GPUs' path and the
+#     default's two instances; the full list above no longer fits one device call with the rest).
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90 sm90n64 sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c sm90w1g sm90w1h}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90w1g sm90w1h}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
     case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;;
       sm90w1h) arg="$arg --same-as sm90w1g" ;; esac
@@ -248,7 +283,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # shuffles and the D_i stores the dkdv kernel reads), and tc3t (tc3g with the TMA loads:
   # mbarriers, bulk copies into buffers the warps read)
   if [ -x build/tests/test_cuda_bwd ]; then
-    for pth in tc2 tc3 tc3b tc3p tc3s tc3k tc3c tc3d tc3e tc3g tc3t; do
+    for pth in $BWD_PATHS; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
         step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
@@ -266,7 +301,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
   # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in sm90w1ov sm90w1 sm90w1b sm90w1d sm90w1e sm90w1f sm90w1c sm90w1g sm90w1h; do
+    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g}; do
       for tool in racecheck synccheck; do
         step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7
