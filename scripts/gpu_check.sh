@@ -47,7 +47,6 @@ log() { echo "$*" | tee -a "$LOG"; }
 # per-path sanitizer runs (default sm90w1g: the L > 512 instance of the default; the default-path
 # runs take sm90w1h at their small L).
 BWD_PATHS=${GPU_CHECK_BWD_PATHS:-tc2 tc3g}
-bwd_path_on() { case " $BWD_PATHS " in *" $1 "*) return 0 ;; esac; return 1; }
 # step NAME LIMIT_S CMD...: runs CMD with a time limit, output appended to the log,
 # records "NAME status seconds" in the summary.
 step() {
@@ -151,87 +150,25 @@ for t in build/tests/test_cuda_*; do
   else step "$(basename "$t")" 240 "$t"; fi
   grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 done
-# 3a. the backward sweep again on the round-2 tensor-core kernels (DATTN_CUDA_BWD=tc2; the
-#     default run above takes the round-3 kernels at D = 64: sliding C window, two CTAs per
-#     SM, bwd_tc3_d64.cu): every D = 64 fp16/bf16 case the tensor-core backward takes runs
-#     on bwd_sm80_d64.cu instead (D = 128 runs it in both sweeps)
+# 3a. the backward sweep again with each path of GPU_CHECK_BWD_PATHS pinned (DATTN_CUDA_BWD; the
+#     default run above takes the ws kernels on an H200 where they apply and tc3g elsewhere at
+#     D = 64): tc2 the round-2 kernels (D = 128 runs them in both sweeps), tc3g the D = 64
+#     default where ws does not run; the opt-in round-3 variants (tc3, tc3p, tc3k, tc3s, tc3c,
+#     tc3d, tc3e, tc3t) on request. Every case against ref64; a variant with the same arithmetic
+#     as another runs every backward again on that one and must be bitwise equal (--same-as):
+#     tc3 and tc3p (tc3p: dq, dk, dpk, dpq only; dv against the P-rounding bound) on tc3b, tc3c on
+#     tc3d, tc3d on tc3e, tc3e and tc3g on tc3f, tc3t on tc3g; tc3k and tc3s sum in another order
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
-  if bwd_path_on tc2; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc2 --quick" 120 build/tests/test_cuda_bwd --path tc2 --quick
-    else step "test_cuda_bwd --path tc2" 240 build/tests/test_cuda_bwd --path tc2; fi
+  for pth in $BWD_PATHS; do
+    case $pth in
+      tc3|tc3p) same=tc3b ;; tc3c) same=tc3d ;; tc3d) same=tc3e ;; tc3e|tc3g) same=tc3f ;; tc3t) same=tc3g ;; *) same= ;;
+    esac
+    lim=300; [ "$pth" = tc2 ] && lim=240
+    set -- --path "$pth"; [ -n "$same" ] && set -- "$@" --same-as "$same"
+    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path $pth --quick" 120 build/tests/test_cuda_bwd "$@" --quick
+    else step "test_cuda_bwd --path $pth" $lim build/tests/test_cuda_bwd "$@"; fi
     grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # the round-3 kernels with their first tile loop (DATTN_CUDA_BWD=tc3, bwd_tc3_d64.cu; the
-  # default is their lean-loop variant tc3b): the whole sweep on them, every backward again on
-  # tc3b and bitwise equal (--same-as tc3b)
-  if bwd_path_on tc3; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3 --quick" 120 build/tests/test_cuda_bwd --path tc3 --same-as tc3b --quick
-    else step "test_cuda_bwd --path tc3" 300 build/tests/test_cuda_bwd --path tc3 --same-as tc3b; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3p (opt-in, bwd_tc3p_d64.cu: tc3b with P rounded once to the storage dtype for dv): the
-  # whole sweep on it (dv against the fp32-P bound plus the P rounding, tests/tprob.h
-  # TOL_B_DV_P1), every backward again on tc3b with dq, dk, dpk, dpq bitwise equal
-  if bwd_path_on tc3p; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3p --quick" 120 build/tests/test_cuda_bwd --path tc3p --same-as tc3b --quick
-    else step "test_cuda_bwd --path tc3p" 300 build/tests/test_cuda_bwd --path tc3p --same-as tc3b; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3k (DATTN_CUDA_BWD=tc3k, bwd_tc3k_d64.cu): tc3b with the saturated column constants
-  # summed by all four warps (a different summation order: not bitwise tc3b, so no --same-as;
-  # every case against ref64, packed == padded bitwise and the determinism cases on tc3k)
-  if bwd_path_on tc3k; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3k --quick" 120 build/tests/test_cuda_bwd --path tc3k --quick
-    else step "test_cuda_bwd --path tc3k" 300 build/tests/test_cuda_bwd --path tc3k; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3b with the run-sum scatter of log-zone band tiles (DATTN_CUDA_BWD=tc3s, bwd_tc3s_d64.cu,
-  # opt-in): the whole sweep on it against ref64 (not bitwise tc3b: fewer roundings of C;
-  # packed == padded and the determinism cases stay bitwise)
-  if bwd_path_on tc3s; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3s --quick" 120 build/tests/test_cuda_bwd --path tc3s --quick
-    else step "test_cuda_bwd --path tc3s" 300 build/tests/test_cuda_bwd --path tc3s; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3c (DATTN_CUDA_BWD=tc3c, bwd_tc3c_d64.cu): tc3d without the lean P / dS loop: the whole
-  # sweep on it against ref64, every backward again on tc3d and bitwise equal
-  if bwd_path_on tc3c; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3c --quick" 120 build/tests/test_cuda_bwd --path tc3c --same-as tc3d --quick
-    else step "test_cuda_bwd --path tc3c" 300 build/tests/test_cuda_bwd --path tc3c --same-as tc3d; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3d (DATTN_CUDA_BWD=tc3d, bwd_tc3d_d64.cu): tc3e without the dq kernel's tile body per
-  # tile class: the whole sweep on it against ref64, every backward again on tc3e and bitwise
-  # equal
-  if bwd_path_on tc3d; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3d --quick" 120 build/tests/test_cuda_bwd --path tc3d --same-as tc3e --quick
-    else step "test_cuda_bwd --path tc3d" 300 build/tests/test_cuda_bwd --path tc3d --same-as tc3e; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3e (DATTN_CUDA_BWD=tc3e, bwd_tc3e_d64.cu, the previous default): the default tc3f
-  # without the dkdv kernel's tile body per tile class: the whole sweep on it against ref64,
-  # every backward again on tc3f and bitwise equal
-  if bwd_path_on tc3e; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3e --quick" 120 build/tests/test_cuda_bwd --path tc3e --same-as tc3f --quick
-    else step "test_cuda_bwd --path tc3e" 300 build/tests/test_cuda_bwd --path tc3e --same-as tc3f; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3g (DATTN_CUDA_BWD=tc3g, bwd_tc3g_d64.cu, opt-in): the default tc3f whose dq kernel
-  # computes D_i itself (no D_i launch): the whole sweep on it against ref64, every backward
-  # again on tc3f and bitwise equal
-  if bwd_path_on tc3g; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3g --quick" 120 build/tests/test_cuda_bwd --path tc3g --same-as tc3f --quick
-    else step "test_cuda_bwd --path tc3g" 300 build/tests/test_cuda_bwd --path tc3g --same-as tc3f; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
-  # tc3t (DATTN_CUDA_BWD=tc3t, bwd_tc3t_d64.cu, opt-in): tc3g whose full column tiles come by
-  # TMA (two bulk tensor copies per tile, mbarriers): the whole sweep on it against ref64,
-  # every backward again on tc3g and bitwise equal
-  if bwd_path_on tc3t; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path tc3t --quick" 120 build/tests/test_cuda_bwd --path tc3t --same-as tc3g --quick
-    else step "test_cuda_bwd --path tc3t" 300 build/tests/test_cuda_bwd --path tc3t --same-as tc3g; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
+  done
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
 #     above takes, on an H200, the one-warpgroup lean-loop wgmma kernel with the pipelined band
