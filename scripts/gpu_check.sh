@@ -71,6 +71,36 @@ step() {
   printf '%-28s %-14s %5ss\n' "$name" "$st" "$((t1 - t0))" >>"$SUMMARY"
   return $rc
 }
+# pstep NAME LIMIT_S CMD...: step in the background (the correctness sweeps and the sanitizer runs
+# are bound by the float64 reference on one CPU core each, so they run side by side on the
+# device machine's cores; timing steps never do). Its log and summary lines go to files of their
+# own, appended in launch order by pwait (which waits for every pending pstep), with the "N
+# passed, N failed" line of its output.
+PN=0
+PDIR=$OUT/par
+rm -rf "$PDIR"
+mkdir -p "$PDIR"
+pstep() {
+  PN=$((PN + 1))
+  (
+    LOG=$PDIR/$PN.log SUMMARY=$PDIR/$PN.sum
+    : >"$LOG"
+    : >"$SUMMARY"
+    step "$@"
+    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  ) &
+}
+pwait() {
+  wait
+  i=1
+  while [ $i -le $PN ]; do
+    [ -f "$PDIR/$i.log" ] && cat "$PDIR/$i.log" >>"$LOG"
+    [ -f "$PDIR/$i.sum" ] && cat "$PDIR/$i.sum" >>"$SUMMARY"
+    i=$((i + 1))
+  done
+  rm -f "$PDIR"/*.log "$PDIR"/*.sum
+  PN=0
+}
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -143,12 +173,12 @@ if [ $TRAIN -eq 0 ]; then
 fi
 
 # 3. CUDA C tests (full sweep): test_cuda_bwd (backward, dropout), test_cuda_fwd
+#    (3 to 3c: side by side, pstep; collected by the pwait after 3c)
 for t in build/tests/test_cuda_*; do
   [ $TRAIN -eq 1 ] && break
   case $t in *.o) continue ;; esac
-  if [ $QUICK -eq 1 ]; then step "$(basename "$t") --quick" 120 "$t" --quick
-  else step "$(basename "$t")" 240 "$t"; fi
-  grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+  if [ $QUICK -eq 1 ]; then pstep "$(basename "$t") --quick" 120 "$t" --quick
+  else pstep "$(basename "$t")" 240 "$t"; fi
 done
 # 3a. the backward sweep again with each path of GPU_CHECK_BWD_PATHS pinned (DATTN_CUDA_BWD; the
 #     default run above takes the ws kernels on an H200 where they apply and tc3g elsewhere at
@@ -165,9 +195,8 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
     esac
     lim=300; [ "$pth" = tc2 ] && lim=240
     set -- --path "$pth"; [ -n "$same" ] && set -- "$@" --same-as "$same"
-    if [ $QUICK -eq 1 ]; then step "test_cuda_bwd --path $pth --quick" 120 build/tests/test_cuda_bwd "$@" --quick
-    else step "test_cuda_bwd --path $pth" $lim build/tests/test_cuda_bwd "$@"; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+    if [ $QUICK -eq 1 ]; then pstep "test_cuda_bwd --path $pth --quick" 120 build/tests/test_cuda_bwd "$@" --quick
+    else pstep "test_cuda_bwd --path $pth" $lim build/tests/test_cuda_bwd "$@"; fi
   done
 fi
 # 3b. the forward sweep again with each other tensor-core kernel pinned (the default run
@@ -194,19 +223,26 @@ if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
     case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;;
       sm90w1h) arg="$arg --same-as sm90w1g" ;; esac
-    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
-    else step "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
+    if [ $QUICK -eq 1 ]; then pstep "test_cuda_fwd $arg --quick" 120 build/tests/test_cuda_fwd $arg --quick
+    else pstep "test_cuda_fwd $arg" 240 build/tests/test_cuda_fwd $arg; fi
   done
 fi
+# 3c. the fp32 cases again on the old simple forward kernel (same sweep, same bound: the A/B of
+#     correctness of the tiled fp32 kernel, which ran them above)
+if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
+  if [ $QUICK -eq 1 ]; then pstep "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
+  else pstep "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi
+fi
+pwait
 
-# 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward
+# 4. compute-sanitizer on small shapes: the backward (and dropout) first, then the forward (side by
+#    side, pstep, collected by the pwait below)
 if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null 2>&1; then
   for tool in memcheck racecheck initcheck synccheck; do
     lim=90; [ $tool = racecheck ] && lim=150
     for t in test_cuda_bwd test_cuda_fwd; do
       [ -x build/tests/$t ] || continue
-      step "san-$tool($t)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+      pstep "san-$tool($t)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
         build/tests/$t --quick --seed 7
     done
   done
@@ -223,7 +259,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
     for pth in $BWD_PATHS; do
       for tool in memcheck racecheck synccheck; do
         lim=90; [ $tool = racecheck ] && lim=150
-        step "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
+        pstep "san-$tool(test_cuda_bwd --path $pth)" $lim compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_bwd --path $pth --quick --seed 7
       done
     done
@@ -240,16 +276,16 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   if [ -x build/tests/test_cuda_fwd ]; then
     for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g}; do
       for tool in racecheck synccheck; do
-        step "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
+        pstep "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7
       done
     done
   fi
 fi
+pwait
 
-# 2c/3c. the fp32 tiled forward (fwd_f32.cu): registers, SASS (FFMA present, no local
-#     memory), and the fp32 cases of test_cuda_fwd again on the old simple kernel (same
-#     sweep, same bound: the A/B of correctness; the tiled kernel ran them in step 3)
+# 2e. the fp32 tiled forward (fwd_f32.cu): registers, SASS (FFMA present, no local memory)
+#     (its cases again on the old simple kernel: 3c)
 if [ $TRAIN -eq 0 ]; then
   grep -E "Compiling entry|registers|spill" "$LOG" | grep -A2 "dattn_fwd_f32_d" >>"$OUT/resources.txt" 2>/dev/null
   o=build/src/cuda/fwd_f32.o
@@ -265,11 +301,6 @@ if [ $TRAIN -eq 0 ]; then
   n_lmem=$(cuobjdump -sass "$o" 2>/dev/null | grep -cE "LDL|STL")
   echo "$o: HMMA(TF32) $n_hmma LDL/STL $n_lmem" | tee -a "$OUT/sass.txt" >>"$LOG"
   printf '%-28s %-14s\n' "sass(tf32: HMMA.TF32, no LDL/STL)" "$([ "$n_hmma" -gt 0 ] && [ "$n_lmem" -eq 0 ] && echo ok || echo FAIL)" >>"$SUMMARY"
-  if [ -x build/tests/test_cuda_fwd ]; then
-    if [ $QUICK -eq 1 ]; then step "test_cuda_fwd --only-f32 --f32-force simple --quick" 120 build/tests/test_cuda_fwd --only-f32 --f32-force simple --quick
-    else step "test_cuda_fwd --only-f32 --f32-force simple" 180 build/tests/test_cuda_fwd --only-f32 --f32-force simple; fi
-    grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
-  fi
 fi
 
 # 5a. (correctness before timings) SPEC acceptance rule against transformers' eager path on this GPU (forward)

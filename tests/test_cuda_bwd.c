@@ -108,7 +108,8 @@ static int remap(tprob *P, devctx *x, void **ptr)
 
 /* Whether the library's backward takes the warp-specialized kernels for these parameters (the
  * conditions of launch.cu bwd_ws_call and of the tensor maps of dattn_launch_bwd_ws: an sm_90
- * GPU, fp16 / bf16, D 64, padded (any mask) without dropout, both position terms or none, q / k /
+ * GPU, fp16 / bf16, D 64, padded (any mask; dropout unless with a mask and HF padded rows), both
+ * position terms or none, q / k /
  * v / dout 16-byte aligned with strides of whole 16-byte units). Their dv comes from P rounded
  * once to the storage dtype, as transformers' eager path and FlashAttention compute it (SPEC's
  * rule: within 2x eager's error), so the dv check adds that rounding (TOL_B_DV_P1). */
@@ -119,7 +120,9 @@ static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
         major != 9)
         return 0;
     const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
-    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED || p->dropout_p > 0.f || (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
+    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED ||
+        (p->dropout_p >= 1.f / 65536.f && p->mask.data && p->padded_rows == DATTN_PADROWS_HF) ||
+        (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
         return 0;
     const dattn_tensor *t[4] = {&p->q, &p->k, &p->v, &p->dout};
     for (int i = 0; i < 4; i++) {
@@ -468,12 +471,12 @@ static void sweep_tc(void)
     run_b(&c, NULL, NULL, 1);
 }
 
-/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), no dropout,
- * D 64, fp16 / bf16, both position terms or none): L across its 128-row blocks and 64-column
- * tiles (keys and rows past L), every position kind (band tiles in the linear and log zones,
- * saturated tiles on both sides), every mask pattern with both padded-row modes, every tensor
- * layout (its TMA maps), several row blocks per CTA (many heads: G = 132 / H groups per head);
- * determinism on every other case. */
+/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), dropout
+ * (but not with a mask and HF padded rows), D 64, fp16 / bf16, both position terms or none): L
+ * across its 128-row blocks and 64-column tiles (keys and rows past L), every position kind (band
+ * tiles in the linear and log zones, saturated tiles on both sides), every mask pattern with both
+ * padded-row modes, every tensor layout (its TMA maps), several row blocks per CTA (many heads: G
+ * = 132 / H groups per head), dropout; determinism on every other case. */
 static void sweep_ws(void)
 {
     static const int64_t Ls[] = {1, 17, 64, 65, 127, 128, 129, 200, 257, 383, 640};
@@ -500,6 +503,30 @@ static void sweep_ws(void)
     c = mk(DATTN_F16, 2, 300, 33, 64); /* G = 4, saturation */
     set_pos(&c, 2);
     c.variant = LY_TRANS; /* (LY_PADDED's unaligned bases: no TMA map, the tensor-core path) */
+    run_b(&c, NULL, NULL, 0);
+    /* dropout (the keep words from the producer warps; ref64 applies the same Philox mask): L
+     * across tiles, every position kind and none, the mappable layouts, zero padded rows under
+     * masks (HF padded rows with dropout take tc3g: the last case checks that routing too);
+     * bf16 at p = 0.1 (sweep_tc: its forward's bound at larger p) */
+    static const int64_t Ld[] = {1, 65, 129, 200, 383, 640};
+    static const float pd[] = {0.1f, 0.5f, 0.25f};
+    for (int li = 0; li < (int)(sizeof Ld / sizeof Ld[0]); li++, k++) {
+        c = mk(li % 2 ? DATTN_BF16 : DATTN_F16, 2, Ld[li], 2, 64);
+        c.dropout = li % 2 ? 0.1f : pd[(li / 2) % 3];
+        c.variant = li % 3;
+        set_pos(&c, li % 3);
+        if (li == 3) c.pos_att = 0;
+        if (li == 2 || li == 5) c.mask = li == 2 ? MK_MIXED : MK_HOLES, c.B = li == 2 ? 6 : 2, c.padrows = DATTN_PADROWS_ZERO;
+        run_b(&c, NULL, NULL, li % 2);
+    }
+    c = mk(DATTN_BF16, 3, 129, 44, 64); /* G = 3 with dropout: several row blocks per CTA */
+    c.dropout = 0.1f;
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_F16, 1, 1200, 2, 64); /* saturated on both sides, dropout */
+    c.dropout = 0.2f;
+    run_b(&c, NULL, NULL, 0);
+    c = mk(DATTN_F16, 2, 200, 2, 64); /* HF padded rows + dropout: tc3g */
+    c.mask = MK_LEFT, c.dropout = 0.2f;
     run_b(&c, NULL, NULL, 0);
 }
 
@@ -684,7 +711,8 @@ static void sweep_pvp(void)
 /* ---------------------------------------------------------------- dropout masks */
 
 
-static void kernel_masks(int32_t dtype, int layout, const char *force)
+/* (padded: mask MK_HOLES, HF padded rows, or, with `nomask`, none: on an H200 the ws kernels) */
+static void kernel_masks(int32_t dtype, int layout, const char *force, int nomask)
 {
     tcase c = mk(dtype, 2, 48, 3, 64);
     c.layout = layout;
@@ -692,7 +720,7 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
     c.dropout = 0.25f;
     static const int64_t lens[3] = {20, 64, 33};
     if (layout == DATTN_LAYOUT_PACKED) c.B = 3, c.L = 64, c.lens = lens;
-    else c.mask = MK_HOLES;
+    else c.mask = nomask ? MK_NONE : MK_HOLES;
     tprob P;
     devctx x;
     tprob_init(&P, &c, &rng);
@@ -723,8 +751,8 @@ static void kernel_masks(int32_t dtype, int layout, const char *force)
  * gcap / H) row-block groups per head; gcap 264 for the round-3 pair (two CTAs per SM: the
  * D = 64 default), 132 for round 2), two row sums, two column sums (floats per row), two
  * partials (max of the simple path's H*min(B, 132/H) and the tensor-core path's H*G, times
- * 2S*D floats). ws: a call the warp-specialized backward may take (padded, no mask, no dropout,
- * D 64: launch.cu bwd_ws_call) also fits its partials: H * G' * (2 NK 64 64 + 8 2 64) floats, G'
+ * 2S*D floats). ws: a call the warp-specialized backward may take (padded; not dropout with a mask
+ * and HF padded rows; D 64: launch.cu bwd_ws_call) also fits its partials: H * G' * (2 NK 64 64 + 8 2 64) floats, G'
  * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), ceil(L / 64) + 1)
  * with R = min(512, L) (v3's table saturates at 512; the library's map stops at L). */
 static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
@@ -791,6 +819,13 @@ static void api_checks(void)
             tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, DATTN_CUDA_BWD=%s): %s, %zu bytes, expected %zu",
                      wq[k].env ? wq[k].env : "(unset)", dattn_status_string(st), w, ex);
         }
+        /* with dropout and no mask: the ws kernels still (their partials) */
+        p2.dropout_p = 0.1f;
+        size_t w = 0;
+        dattn_status st = dattn_bwd_workspace_size(&p2, &w);
+        const size_t ex = bwd_ws_expect(&c2, 264, 1);
+        tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, dropout 0.1): %s, %zu bytes, expected %zu",
+                 dattn_status_string(st), w, ex);
         tprob_free(&P2);
     }
     if (!use_cpu) {
@@ -888,7 +923,15 @@ int main(int argc, char **argv)
         run(&c, NULL, 1);
         c = mk(DATTN_BF16, 2, 200, 88, 64); /* ws: G = 1, four row blocks per CTA, v3 band */
         run(&c, NULL, 0);
-        kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
+        c = mk(DATTN_F16, 2, 150, 2, 64); /* ws with dropout, saturation */
+        c.dropout = 0.2f;
+        set_pos(&c, 2);
+        run(&c, NULL, 1);
+        c = mk(DATTN_BF16, 6, 100, 2, 64); /* ws with dropout and masks (zero padded rows) */
+        c.mask = MK_MIXED, c.padrows = DATTN_PADROWS_ZERO, c.dropout = 0.1f;
+        run(&c, NULL, 0);
+        kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 0);
+        kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 1);
         return tu_finish();
     }
     if (only) {
@@ -920,11 +963,12 @@ int main(int argc, char **argv)
     cuda_vs_cpu(DATTN_F32, 64, 120, DATTN_LAYOUT_PADDED, MK_HOLES, 0.5f, NULL);
     cuda_vs_cpu(DATTN_F16, 128, 100, DATTN_LAYOUT_PADDED, MK_RIGHT, 0.2f, "simple");
     /* (fp32 / fp16 only: a bf16 output cannot tell keep / (1-p) / n from its neighbours) */
-    kernel_masks(DATTN_F32, DATTN_LAYOUT_PADDED, NULL);
-    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL);
-    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, NULL);
-    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, "simple");
-    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, "small");
+    kernel_masks(DATTN_F32, DATTN_LAYOUT_PADDED, NULL, 0);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 0);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 1);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, NULL, 0);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, "simple", 0);
+    kernel_masks(DATTN_F16, DATTN_LAYOUT_PACKED, "small", 0);
     return tu_finish();
 }
 #endif

@@ -1,6 +1,6 @@
 /* Warp-specialized Hopper backward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only,
- * padded layout without mask or dropout, c2p and p2c both on or both off. launch.cu routes
- * every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
+ * padded layout (any mask), dropout (not with a mask and HF padded rows), c2p and p2c both on or
+ * both off. launch.cu routes every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
  * bench/proto_ws_bwd.cu first (NOTES.md "Band tiles in the warp-specialized prototype", "Band
  * table gradients by bulk reductions"); this is that kernel pair made a library path:
  * persistent groups, any L, bf16, the library's slot map, strides and workspace.
@@ -12,6 +12,13 @@
  * the rows' validity, queries' lse = +inf), and HF padded rows add their uniform softmax's dv
  * term (1 / L) sum_i dout_i, the same for every key row < L, from a small pre-pass
  * (dattn_bwd_ws_hfv) in the dkdv kernel's epilogue.
+ *
+ * Dropout (the *_drop kernels, template flag DRP; setmaxnreg 56 / 224): the producer's four warps
+ * compute each tile's keep bits (the forward's Philox mask, dattn.h DROPOUT) into one 32-bit word
+ * per consumer thread (ws_keep_words), staged with the tile (warp 0 issues the tile's copies
+ * first, its arrival follows the keep words); the consumers scale dP and the P of dV by keep /
+ * (1 - p). With a mask and HF padded rows those rows' dv term would depend on every key's keep
+ * bit: launch.cu sends such calls to tc3g.
  *
  *   dq kernel (KV = 0):   rows = queries, columns = keys. X = Q, Z = dO, Y = K, W = V; row-side
  *                         table TR = pk (c2p), column-side TC = pq (p2c).
@@ -92,7 +99,8 @@ enum {
     WS_CF = WS_D + 2 * 64 * WS_DP * 4,
     WS_BAR = WS_CF + 2048,
     WS_MK = WS_BAR + 64,
-    WS_SMEM = WS_MK + 1024 + 1024
+    WS_KB = WS_MK + 1024, /* (dropout kernels) [2 stages][256] 32-bit keep words (ws_keep_words) */
+    WS_SMEM = WS_KB + 2048
 };
 
 /* the row-frame blocks' offset nkh (launch.cu sizes the workspace with the same formula) */
@@ -119,11 +127,11 @@ DATTN_DEV int ws_opaque(int x)
  * warpgroup rows); MK 2 (mask kernels): invalid keys have P = 0 (dq kernel: columns with mkv[col]
  * == 0; dkdv kernel: rows with rv[i] == 0). cb: a band tile's C tile (dS stored skewed), else
  * null. */
-template <int BF, int KV, int Z, int MK>
+template <int BF, int KV, int Z, int MK, int DRP>
 DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], const float *cf, const float (&rl2)[2],
                           const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2], uint32_t (&af)[4][4],
                           uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim, const int (&rv)[2],
-                          const float *mkv)
+                          const float *mkv, uint32_t kw, float ksc)
 {
     /* the C stores: pair (row, 8 nb + c2 + (e & 1)) goes to u = row - column + 63 = U0 - 8 nb; C is
      * MN-major (u's line of 64 rows is 128 bytes, chunk (row >> 3) ^ (u & 7)): a base minus 1024 nb */
@@ -145,7 +153,14 @@ DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], cons
             pp[e] = ex2f(fmaf(sc, sl2, -l2));
             if constexpr (MK == 1) pp[e] = (KV ? rl0 + 8 * (e >> 1) : col) < lim ? pp[e] : 0.f;
             if constexpr (MK == 2) pp[e] = (KV ? rv[e >> 1] != 0 : mkv[col] != 0.f) ? pp[e] : 0.f;
-            ds[e] = pp[e] * (dp[nb][e] - d);
+            if constexpr (DRP) {
+                /* keep_ij / (1 - p) (0 where dropped) scales dP and the P of dV */
+                const float kf = (kw >> (16 * (e >> 1) + 2 * nb + (e & 1))) & 1u ? ksc : 0.f;
+                ds[e] = pp[e] * (dp[nb][e] * kf - d);
+                pp[e] *= kf;
+            } else {
+                ds[e] = pp[e] * (dp[nb][e] - d);
+            }
             if constexpr (Z == 1 || Z == 2) rs[Z - 1][e >> 1] += ds[e];
         }
         af[nb >> 1][2 * (nb & 1)] = pack2<BF>(ds[0], ds[1]);
@@ -161,14 +176,58 @@ DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], cons
 
 /* the same with the tile's mask choice made once per tile (a uniform branch; MSK: the mask
  * kernels' validity test) */
-template <int BF, int KV, int Z, int MSK>
+template <int BF, int KV, int Z, int MSK, int DRP>
 DATTN_DEV void ws_tile_ds_mk(int mk, const float (&sa)[8][4], const float (&dp)[8][4], const float *cf,
                              const float (&rl2)[2], const float (&rd)[2], const float (&rc)[2][2], float (&rs)[2][2],
                              uint32_t (&af)[4][4], uint32_t (&pf)[4][4], int rl0, int c2, float sl2, char *cb, int lim,
-                             const int (&rv)[2], const float *mkv)
+                             const int (&rv)[2], const float *mkv, uint32_t kw, float ksc)
 {
-    if (mk) ws_tile_ds<BF, KV, Z, MSK ? 2 : 1>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv);
-    else ws_tile_ds<BF, KV, Z, 0>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv);
+    if (mk)
+        ws_tile_ds<BF, KV, Z, MSK ? 2 : 1, DRP>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv, kw, ksc);
+    else ws_tile_ds<BF, KV, Z, 0, DRP>(sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, c2, sl2, cb, lim, rv, mkv, kw, ksc);
+}
+
+/* Dropout (DRP kernels): the keep bits of a tile, by the producer's 128 threads (8 Philox calls
+ * each: dattn.h DROPOUT, counter (j >> 3, i, b H + h, c3) for query i, key j, bit j & 7 of
+ * dev_keep8), into one 32-bit word per consumer thread (kb[128 cw + tw]): bit 16 hr + 2 nb + lo
+ * is the thread's element (row rl0 + 8 hr, column 8 nb + 2 c + lo), i.e. ws_tile_ds's (nb, e)
+ * with e = 2 hr + lo. dq kernel (rows are queries): thread p computes row p's 8 calls (key groups
+ * n0 / 8 + nb) and writes the 16-bit halves of the 4 words of its row (c = 0..3). dkdv kernel
+ * (rows are keys, 8 per call): thread p = (cw, warp, hr, c, half) computes the 8 calls of the key
+ * group of rows 64 cw + 16 warp + 8 hr, queries 8 nb + 2 c + lo (nb in its half), and writes one
+ * byte of each of the 8 words of lanes 4 g + c. */
+template <int KV>
+DATTN_DEV void ws_keep_words(const dattn_fwd_args &a, char *kb, uint32_t bh, int m0, int n0, int p)
+{
+    if constexpr (!KV) {
+        const uint32_t i = (uint32_t)(m0 + p);
+        uint32_t hw[4] = {0u, 0u, 0u, 0u};
+#pragma unroll 1
+        for (int nb = 0; nb < 8; nb++) {
+            uint32_t o0, o1, o2, o3;
+            dev_philox((uint32_t)(n0 >> 3) + (uint32_t)nb, i, bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+            const uint32_t k8 = dev_keep8(o0, o1, o2, o3, a.drop_thr);
+            for (int c = 0; c < 4; c++) hw[c] |= ((k8 >> (2 * c)) & 3u) << (2 * nb);
+        }
+        /* row p = 64 cw + 16 warp + 8 hr + g: word 128 cw + 32 warp + 4 g + c, half hr */
+        const int w0 = 128 * (p >> 6) + 32 * ((p >> 4) & 3) + 4 * (p & 7), hr = (p >> 3) & 1;
+        for (int c = 0; c < 4; c++) *(uint16_t *)(kb + 4 * (w0 + c) + 2 * hr) = (uint16_t)hw[c];
+    } else {
+        const int cw = p >> 6, warp = (p >> 4) & 3, hr = (p >> 3) & 1, c = (p >> 1) & 3, half = p & 1;
+        const uint32_t jg = (uint32_t)((m0 + 64 * cw + 16 * warp + 8 * hr) >> 3);
+        uint32_t by[2] = {0u, 0u}; /* byte g & 3 of by[g >> 2]: lane 4 g + c */
+#pragma unroll 1
+        for (int q = 0; q < 8; q++) {
+            const int nb = 4 * half + (q >> 1), lo = q & 1;
+            uint32_t o0, o1, o2, o3;
+            dev_philox(jg, (uint32_t)(n0 + 8 * nb + 2 * c + lo), bh, a.drop_c3, a.drop_k0, a.drop_k1, o0, o1, o2, o3);
+            const uint32_t k8 = dev_keep8(o0, o1, o2, o3, a.drop_thr);
+            for (int g = 0; g < 8; g++) by[g >> 2] |= ((k8 >> g) & 1u) << (8 * (g & 3) + q);
+        }
+        /* bit q = 2 (nb - 4 half) + lo of byte 2 hr + half of word 128 cw + 32 warp + 4 g + c */
+        for (int g = 0; g < 8; g++)
+            kb[4 * (128 * cw + 32 * warp + 4 * g + c) + 2 * hr + half] = (char)(by[g >> 2] >> (8 * (g & 3)));
+    }
 }
 
 /* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
@@ -252,7 +311,7 @@ DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
     return !(rmin >= R || rmax <= -R);
 }
 
-template <int BF, int KV, int MSK>
+template <int BF, int KV, int MSK, int DRP>
 DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 {
     const dattn_fwd_args &a = A.f;
@@ -287,15 +346,15 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         for (int s = 0; s < 2; s++) {
             /* arrivals: lane 0 (with the copies' bytes); with column facts its warp's 32 lanes; with
              * position terms the producer's 128 threads (the ring rows) */
-            mbar_init(full0 + 8 * s, pos ? 128 : KV ? 32 : 1);
+            mbar_init(full0 + 8 * s, pos || DRP ? 128 : KV ? 32 : 1);
             mbar_init(empty0 + 8 * s, 256);
         }
         mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<MSK ? 56 : 40>();
-        if (warp != 0 && !pos) return;
+        setmaxnreg_dec<MSK || DRP ? 56 : 40>();
+        if (warp != 0 && !pos && !DRP) return;
         const int one = warp == 0 && lane == 0;
         WS_UNITS;
         const CUtensorMap *mx = KV ? &M.k : &M.q, *mz = KV ? &M.v : &M.o, *my = KV ? &M.q : &M.k, *mw = KV ? &M.o : &M.v;
@@ -318,6 +377,12 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 const int s = tcount & 1;
                 if (tcount >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((tcount >> 1) - 1) & 1u);
                 float *cf = (float *)(smem + WS_CF + 1024 * s);
+                if (DRP && warp == 0) {
+                    /* (dropout kernels: the copies first, the thread's arrival after its keep words) */
+                    mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
+                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, 64 * j, b);
+                }
                 if (warp == 0) {
                     /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 (+inf / 0 past L
                      * or masked) */
@@ -370,8 +435,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     }
                     fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
                 }
-                mbar_arrive_expect_tx_if(pos || (KV && warp == 0) || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
-                if (warp == 0) {
+                if constexpr (DRP) ws_keep_words<KV>(a, smem + WS_KB + 1024 * s, (uint32_t)(b * a.H + h), m0, 64 * j, tid);
+                mbar_arrive_expect_tx_if(pos || DRP || (KV && warp == 0) || one, full0 + 8 * s, one && !DRP ? 2 * 64 * 128 : 0);
+                if (!DRP && warp == 0) {
                     tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, 64 * j, b);
                     tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, 64 * j, b);
                 }
@@ -379,7 +445,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         }
         return;
     }
-    setmaxnreg_inc<MSK ? 224 : 232>();
+    setmaxnreg_inc<MSK || DRP ? 224 : 232>();
     WS_UNITS;
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
     const int cw = wg - 1, tw = tid - 128 * wg, g = lane >> 2, c_ = lane & 3, rl0_ = 16 * warp + g, c = c_, rl0 = rl0_;
@@ -455,6 +521,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             const uint64_t dR0 = desc_add(dRR, ra0), dR1 = desc_add(dRR, ra1), dC0 = desc_add(dRC, ra0), dC1 = desc_add(dRC, ra1);
             const uint64_t dR0m = desc_add(dRRm, ra0), dR1m = desc_add(dRRm, ra1);
             const float *cf = (const float *)(smem + WS_CF + 1024 * s), *mkv = (const float *)(smem + WS_MK + 512 * s);
+            const uint32_t kw = DRP ? ((const uint32_t *)(smem + WS_KB + 1024 * s))[tid - 128] : 0u;
             uint32_t af[4][4], pf[4][4]; /* dS (and P, dkdv kernel) as A operands, columns 16 kk .. + 15 */
             float sa[8][4], dp[8][4];
             if (zone == 3) {
@@ -514,7 +581,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     reg_fence(dp);
                     ws_add_d(sa, dg, rl0, c);
                 }
-                ws_tile_ds_mk<BF, KV, 0, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, lim, rv, mkv);
+                ws_tile_ds_mk<BF, KV, 0, MSK, DRP>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, lim, rv, mkv, kw, a.drop_scale);
                 fence_proxy_async(); /* (C is read by wgmma) */
                 bar_sync_named(1 + cw, 128);
                 wgmma_fence();
@@ -566,11 +633,11 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 reg_fence(dp);
                 /* (the zone is uniform over the warpgroup: one specialized body per zone) */
                 if (zone == 0)
-                    ws_tile_ds_mk<BF, KV, 0, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
+                    ws_tile_ds_mk<BF, KV, 0, MSK, DRP>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv, kw, a.drop_scale);
                 else if (zone == 1)
-                    ws_tile_ds_mk<BF, KV, 1, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
+                    ws_tile_ds_mk<BF, KV, 1, MSK, DRP>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv, kw, a.drop_scale);
                 else
-                    ws_tile_ds_mk<BF, KV, 2, MSK>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv);
+                    ws_tile_ds_mk<BF, KV, 2, MSK, DRP>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, nullptr, lim, rv, mkv, kw, a.drop_scale);
                 wgmma_fence();
                 for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
                 if constexpr (KV)
@@ -654,21 +721,29 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #undef WS_UNITS
 }
 
-#define WS_KERNEL(DT, BF, KV, MSK, SUF)                                                            \
+#define WS_KERNEL(DT, BF, KV, MSK, DRP, SUF)                                                       \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         dattn_bwd_ws_##DT##_d64_kv##KV##SUF(const __grid_constant__ dattn_bwd_args A,                \
                                             const __grid_constant__ dattn_ws_maps M)                \
     {                                                                                              \
-        ws_body<BF, KV, MSK>(A, M);                                                                \
+        ws_body<BF, KV, MSK, DRP>(A, M);                                                           \
     }
-WS_KERNEL(f16, 0, 0, 0, )
-WS_KERNEL(f16, 0, 1, 0, )
-WS_KERNEL(bf16, 1, 0, 0, )
-WS_KERNEL(bf16, 1, 1, 0, )
-WS_KERNEL(f16, 0, 0, 1, _mask)
-WS_KERNEL(f16, 0, 1, 1, _mask)
-WS_KERNEL(bf16, 1, 0, 1, _mask)
-WS_KERNEL(bf16, 1, 1, 1, _mask)
+WS_KERNEL(f16, 0, 0, 0, 0, )
+WS_KERNEL(f16, 0, 1, 0, 0, )
+WS_KERNEL(bf16, 1, 0, 0, 0, )
+WS_KERNEL(bf16, 1, 1, 0, 0, )
+WS_KERNEL(f16, 0, 0, 1, 0, _mask)
+WS_KERNEL(f16, 0, 1, 1, 0, _mask)
+WS_KERNEL(bf16, 1, 0, 1, 0, _mask)
+WS_KERNEL(bf16, 1, 1, 1, 0, _mask)
+WS_KERNEL(f16, 0, 0, 0, 1, _drop)
+WS_KERNEL(f16, 0, 1, 0, 1, _drop)
+WS_KERNEL(bf16, 1, 0, 0, 1, _drop)
+WS_KERNEL(bf16, 1, 1, 0, 1, _drop)
+WS_KERNEL(f16, 0, 0, 1, 1, _mask_drop)
+WS_KERNEL(f16, 0, 1, 1, 1, _mask_drop)
+WS_KERNEL(bf16, 1, 0, 1, 1, _mask_drop)
+WS_KERNEL(bf16, 1, 1, 1, 1, _mask_drop)
 
 /* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
  * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
@@ -807,7 +882,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     const dattn_fwd_args &a = A->f;
     dattn_ws_maps M;
     int rf[4] = {0, 0, 0, 0};
-    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || a.drop_thr || a.c2p != a.p2c ||
+    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || (a.drop_thr && a.mask && a.hf) || a.c2p != a.p2c ||
         (a.mask && a.hf && !A->hfv) ||
         dattn_tma_rows_map(&M.q, &rf[0], a.q, a.B, a.L, a.H, a.q_sb, a.q_sl, a.q_sh, 64) != cudaSuccess ||
         dattn_tma_rows_map(&M.k, &rf[1], a.k, a.B, a.L, a.H, a.k_sb, a.k_sl, a.k_sh, 64) != cudaSuccess ||
@@ -833,10 +908,16 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     typedef void (*kfn)(dattn_bwd_args, dattn_ws_maps);
-    const kfn ks[2] = {a.mask ? (bf ? dattn_bwd_ws_bf16_d64_kv0_mask : dattn_bwd_ws_f16_d64_kv0_mask)
-                              : (bf ? dattn_bwd_ws_bf16_d64_kv0 : dattn_bwd_ws_f16_d64_kv0),
-                       a.mask ? (bf ? dattn_bwd_ws_bf16_d64_kv1_mask : dattn_bwd_ws_f16_d64_kv1_mask)
-                              : (bf ? dattn_bwd_ws_bf16_d64_kv1 : dattn_bwd_ws_f16_d64_kv1)};
+    /* [dropout][mask][bf16][kernel] */
+    static const kfn kt[2][2][2][2] = {
+        {{{dattn_bwd_ws_f16_d64_kv0, dattn_bwd_ws_f16_d64_kv1}, {dattn_bwd_ws_bf16_d64_kv0, dattn_bwd_ws_bf16_d64_kv1}},
+         {{dattn_bwd_ws_f16_d64_kv0_mask, dattn_bwd_ws_f16_d64_kv1_mask},
+          {dattn_bwd_ws_bf16_d64_kv0_mask, dattn_bwd_ws_bf16_d64_kv1_mask}}},
+        {{{dattn_bwd_ws_f16_d64_kv0_drop, dattn_bwd_ws_f16_d64_kv1_drop},
+          {dattn_bwd_ws_bf16_d64_kv0_drop, dattn_bwd_ws_bf16_d64_kv1_drop}},
+         {{dattn_bwd_ws_f16_d64_kv0_mask_drop, dattn_bwd_ws_f16_d64_kv1_mask_drop},
+          {dattn_bwd_ws_bf16_d64_kv0_mask_drop, dattn_bwd_ws_bf16_d64_kv1_mask_drop}}}};
+    const kfn *ks = kt[a.drop_thr != 0][a.mask != nullptr][bf != 0];
     const dim3 kg((unsigned)A->tcg, (unsigned)a.H);
     for (int which = 0; which < 2; which++) {
         const kfn k = ks[which];

@@ -58,8 +58,9 @@
  * it computes IEEE fp32 in either mode.
  *
  * Backward (every path without float atomics on its outputs, bitwise deterministic):
- *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask) without dropout, c2p and p2c both on
- *       (a monotone slot map) or both off, tensors a TMA map can describe -> the
+ *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask; dropout too, except with a mask and
+ *       HF padded rows), c2p and p2c both on (a monotone slot map) or both off, tensors a TMA map
+ *       can describe -> the
  *       warp-specialized wgmma kernels ("ws", bwd_ws_d64_sm90.cu: TMA, setmaxnreg, band table
  *       gradients by bulk reductions; NOTES "The warp-specialized backward in the library");
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
@@ -99,7 +100,7 @@
  *           default, bitwise the same results as tc3f; the same workspace and routing);
  *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
  *           the previous default, with the separate D_i pass);
- *   tc3g    the default where the ws kernels do not run (other GPUs, dropout, packed: see
+ *   tc3g    the default where the ws kernels do not run (other GPUs, packed, dropout with HF padded rows: see
  *           above): tc3f without the separate D_i launch: its dq kernel computes
  *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
  *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
@@ -415,8 +416,10 @@ static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
     if (force && *force && strcmp(force, "ws") != 0) return 0;
-    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->drop_threshold ||
-        c->c2p != c->p2c || c->B < 1 || c->L < 1)
+    /* (dropout with a mask and HF padded rows: those rows' dv term depends on each key's keep
+     * bits, which the ws kernels' one-vector pre-pass does not cover) */
+    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->c2p != c->p2c || c->B < 1 || c->L < 1 ||
+        (c->drop_threshold && c->p->mask.data && c->p->padded_rows == DATTN_PADROWS_HF))
         return 0;
     if (c->c2p) {
         const slot_cache *sc;

@@ -143,6 +143,19 @@ DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
 /* the same by every calling thread */
 DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) { mbar_arrive_expect_tx_if(1, bar, bytes); }
 
+/* `bytes` of transactions announced without an arrival (lanes with `issue` != 0): the copies can
+ * be issued before the issuing thread's own arrival, which then follows its other writes */
+DATTN_DEV void mbar_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
+{
+    DATTN_TMA_ONLY(asm volatile("{\n"
+                                ".reg .pred p;\n"
+                                "setp.ne.b32 p, %2, 0;\n"
+                                "@p mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n"
+                                "}\n" ::"r"(bar),
+                                "r"(bytes), "r"(issue)
+                                : "memory"));
+}
+
 /* one plain arrival (no transaction bytes), e.g. a consumer releasing a stage */
 DATTN_DEV void mbar_arrive(uint32_t bar)
 {

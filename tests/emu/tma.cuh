@@ -119,6 +119,14 @@ DATTN_DEV void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes)
 
 DATTN_DEV void mbar_arrive(uint32_t bar) { mbar_arrive_expect_tx(bar, 0); }
 
+DATTN_DEV void mbar_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
+{
+    if (!issue) return;
+    uint32_t *w = emu_mbar(bar);
+    w[1] = (uint32_t)((int32_t)w[1] + (int32_t)bytes); /* no arrival */
+    emu_progress();
+}
+
 DATTN_DEV void mbar_arrive_expect_tx_if(int issue, uint32_t bar, uint32_t bytes)
 {
     if (issue) mbar_arrive_expect_tx(bar, bytes);
