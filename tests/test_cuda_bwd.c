@@ -108,8 +108,7 @@ static int remap(tprob *P, devctx *x, void **ptr)
 
 /* Whether the library's backward takes the warp-specialized kernels for these parameters (the
  * conditions of launch.cu bwd_ws_call and of the tensor maps of dattn_launch_bwd_ws: an sm_90
- * GPU, fp16 / bf16, D 64, padded (any mask; dropout unless with a mask and HF padded rows), both
- * position terms or none, q / k /
+ * GPU, fp16 / bf16, D 64, padded (any mask, dropout), both position terms or none, q / k /
  * v / dout 16-byte aligned with strides of whole 16-byte units). Their dv comes from P rounded
  * once to the storage dtype, as transformers' eager path and FlashAttention compute it (SPEC's
  * rule: within 2x eager's error), so the dv check adds that rounding (TOL_B_DV_P1). */
@@ -121,7 +120,6 @@ static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
         return 0;
     const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
     if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED ||
-        (p->dropout_p >= 1.f / 65536.f && p->mask.data && p->padded_rows == DATTN_PADROWS_HF) ||
         (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
         return 0;
     const dattn_tensor *t[4] = {&p->q, &p->k, &p->v, &p->dout};
@@ -471,8 +469,8 @@ static void sweep_tc(void)
     run_b(&c, NULL, NULL, 1);
 }
 
-/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), dropout
- * (but not with a mask and HF padded rows), D 64, fp16 / bf16, both position terms or none): L
+/* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), dropout,
+ * D 64, fp16 / bf16, both position terms or none): L
  * across its 128-row blocks and 64-column tiles (keys and rows past L), every position kind (band
  * tiles in the linear and log zones, saturated tiles on both sides), every mask pattern with both
  * padded-row modes, every tensor layout (its TMA maps), several row blocks per CTA (many heads: G
@@ -505,8 +503,8 @@ static void sweep_ws(void)
     c.variant = LY_TRANS; /* (LY_PADDED's unaligned bases: no TMA map, the tensor-core path) */
     run_b(&c, NULL, NULL, 0);
     /* dropout (the keep words from the producer warps; ref64 applies the same Philox mask): L
-     * across tiles, every position kind and none, the mappable layouts, zero padded rows under
-     * masks (HF padded rows with dropout take tc3g: the last case checks that routing too);
+     * across tiles, every position kind and none, the mappable layouts, masks with both
+     * padded-row modes (HF padded rows with dropout: their dv term in the dkdv kernel's tiles);
      * bf16 at p = 0.1 (sweep_tc: its forward's bound at larger p) */
     static const int64_t Ld[] = {1, 65, 129, 200, 383, 640};
     static const float pd[] = {0.1f, 0.5f, 0.25f};
@@ -517,6 +515,7 @@ static void sweep_ws(void)
         set_pos(&c, li % 3);
         if (li == 3) c.pos_att = 0;
         if (li == 2 || li == 5) c.mask = li == 2 ? MK_MIXED : MK_HOLES, c.B = li == 2 ? 6 : 2, c.padrows = DATTN_PADROWS_ZERO;
+        if (li == 1 || li == 4) c.mask = li == 1 ? MK_MIXED : MK_LEFT, c.B = li == 1 ? 6 : 2; /* (HF) */
         run_b(&c, NULL, NULL, li % 2);
     }
     c = mk(DATTN_BF16, 3, 129, 44, 64); /* G = 3 with dropout: several row blocks per CTA */
@@ -525,8 +524,9 @@ static void sweep_ws(void)
     c = mk(DATTN_F16, 1, 1200, 2, 64); /* saturated on both sides, dropout */
     c.dropout = 0.2f;
     run_b(&c, NULL, NULL, 0);
-    c = mk(DATTN_F16, 2, 200, 2, 64); /* HF padded rows + dropout: tc3g */
-    c.mask = MK_LEFT, c.dropout = 0.2f;
+    c = mk(DATTN_F16, 2, 200, 2, 64); /* HF padded rows + dropout, holes, p2c-side saturation */
+    c.mask = MK_HOLES, c.dropout = 0.2f;
+    set_pos(&c, 2);
     run_b(&c, NULL, NULL, 0);
 }
 
@@ -669,7 +669,7 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
      * D 64 default without ws), so that the two layouts go through one kernel; the ws kernels'
      * masked results are checked against float64 in sweep_ws and every masked sweep */
     int major = 0;
-    if (!bwd_path && dtype != DATTN_F32 && D == 64 && drop == 0.f &&
+    if (!bwd_path && dtype != DATTN_F32 && D == 64 &&
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major == 9)
         xa.bforce = "tc3g";
     if (tprob_fwd(&A, !pvp_noref) && tprob_fwd(&Q, !pvp_noref)) {
@@ -751,8 +751,9 @@ static void kernel_masks(int32_t dtype, int layout, const char *force, int nomas
  * gcap / H) row-block groups per head; gcap 264 for the round-3 pair (two CTAs per SM: the
  * D = 64 default), 132 for round 2), two row sums, two column sums (floats per row), two
  * partials (max of the simple path's H*min(B, 132/H) and the tensor-core path's H*G, times
- * 2S*D floats). ws: a call the warp-specialized backward may take (padded; not dropout with a mask
- * and HF padded rows; D 64: launch.cu bwd_ws_call) also fits its partials: H * G' * (2 NK 64 64 + 8 2 64) floats, G'
+ * 2S*D floats). ws: a call the warp-specialized backward may take (padded, D 64: launch.cu
+ * bwd_ws_call) also fits its partials (a masked call with HF padded rows and no dropout also
+ * reserves the hfv vector, B H D floats, which no case here has): H * G' * (2 NK 64 64 + 8 2 64) floats, G'
  * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), ceil(L / 64) + 1)
  * with R = min(512, L) (v3's table saturates at 512; the library's map stops at L). */
 static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
@@ -793,7 +794,7 @@ static void api_checks(void)
     tu_check(s1 == DATTN_OK && s2 == DATTN_OK && w2 > 0,
              "CUDA workspace queries with dropout and backward: %s / %s (%s), bwd %zu bytes",
              dattn_status_string(s1), dattn_status_string(s2), dattn_last_error(), w2);
-    size_t expect = bwd_ws_expect(&c, 264, 0); /* (mask and dropout: not the ws kernels') */
+    size_t expect = bwd_ws_expect(&c, 264, 1); /* (mask and dropout: the ws kernels', no hfv) */
     tu_check(w2 == expect, "bwd workspace %zu bytes, expected %zu (documented layout)", w2, expect);
     {
         /* a call whose group count differs between the two tensor-core pairs (U = 8 row

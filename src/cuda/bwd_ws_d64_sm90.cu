@@ -1,6 +1,5 @@
 /* Warp-specialized Hopper backward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only,
- * padded layout (any mask), dropout (not with a mask and HF padded rows), c2p and p2c both on or
- * both off. launch.cu routes every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
+ * padded layout (any mask), dropout, c2p and p2c both on or both off. launch.cu routes every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
  * bench/proto_ws_bwd.cu first (NOTES.md "Band tiles in the warp-specialized prototype", "Band
  * table gradients by bulk reductions"); this is that kernel pair made a library path:
  * persistent groups, any L, bf16, the library's slot map, strides and workspace.
@@ -17,8 +16,9 @@
  * compute each tile's keep bits (the forward's Philox mask, dattn.h DROPOUT) into one 32-bit word
  * per consumer thread (ws_keep_words), staged with the tile (warp 0 issues the tile's copies
  * first, its arrival follows the keep words); the consumers scale dP and the P of dV by keep /
- * (1 - p). With a mask and HF padded rows those rows' dv term would depend on every key's keep
- * bit: launch.cu sends such calls to tc3g.
+ * (1 - p). HF padded rows' dv term then depends on every key's keep bit, so the dkdv kernel
+ * computes it in its tiles instead of the hfv pre-pass: the producer marks HF padded query
+ * columns (MK: 1 / L, else -1; the tile flag), whose elements get P = 1 / L for keys < L, dS = 0.
  *
  *   dq kernel (KV = 0):   rows = queries, columns = keys. X = Q, Z = dO, Y = K, W = V; row-side
  *                         table TR = pk (c2p), column-side TC = pq (p2c).
@@ -158,6 +158,15 @@ DATTN_DEV void ws_tile_ds(const float (&sa)[8][4], const float (&dp)[8][4], cons
                 const float kf = (kw >> (16 * (e >> 1) + 2 * nb + (e & 1))) & 1u ? ksc : 0.f;
                 ds[e] = pp[e] * (dp[nb][e] * kf - d);
                 pp[e] *= kf;
+                if constexpr (MK == 2 && KV) {
+                    /* an HF padded query column (mkv[col] = 1 / L, else -1): P = 1 / L for every key
+                     * < L (masked ones included), dS = 0 */
+                    const float hp = mkv[col];
+                    if (hp >= 0.f) {
+                        ds[e] = 0.f;
+                        pp[e] = rl0 + 8 * (e >> 1) < lim ? hp * kf : 0.f;
+                    }
+                }
             } else {
                 ds[e] = pp[e] * (dp[nb][e] - d);
             }
@@ -391,9 +400,15 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                         const int col = 64 * j + 2 * lane + e;
                         const int ok = col < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
                         const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? col : 0);
-                        if constexpr (MSK) {
+                        if constexpr (MSK && !KV) {
                             bad |= !ok;
-                            if (!KV) ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = ok ? 1.f : 0.f;
+                            ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = ok ? 1.f : 0.f;
+                        }
+                        if constexpr (MSK && DRP && KV) {
+                            /* (dropout: HF padded query columns in the tile, ws_tile_ds; the flag) */
+                            const int hp = a.hf && col < L && !ok;
+                            bad |= hp;
+                            ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = hp ? 1.f / (float)L : -1.f;
                         }
                         if (KV) {
                             cf[2 * lane + e] =
@@ -406,7 +421,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                             cf[192 + 2 * lane + e] = ok ? cplane[2 * wr + 1] : 0.f;
                         }
                     }
-                    if constexpr (MSK && !KV) {
+                    if constexpr (MSK && (!KV || DRP)) {
+                        /* (dq kernel: an invalid key; dkdv kernel with dropout: an HF padded query) */
                         bad = __any_sync(0xffffffffu, bad);
                         if (lane == 0) ((int *)(smem + WS_MK + 512 * s))[64] = bad;
                     }
@@ -513,7 +529,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             /* (mask kernels: dq kernel, the producer's flag of the tile's keys; dkdv kernel, the
              * warp's rows) */
             const int n0 = 64 * j, lim = KV ? L - rb0 : L - n0,
-                      mk = MSK ? (KV ? mrow : ((const int *)(smem + WS_MK + 512 * s))[64]) : lim < 64;
+                      mk = MSK ? (KV ? mrow | (DRP ? ((const int *)(smem + WS_MK + 512 * s))[64] : 0)
+                                     : ((const int *)(smem + WS_MK + 512 * s))[64])
+                               : lim < 64;
             const int rmin = KV ? n0 - (rb0 + 63) : rb0 - (n0 + 63), rmax = KV ? n0 + 63 - rb0 : rb0 + 63 - n0;
             const int zone = !pos ? 0 : rmin >= R ? 2 : rmax <= -R ? 1 : 3; /* 3: band */
             /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
@@ -698,7 +716,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 *(uint32_t *)(o + 8 * nb) = pack2<BF>(dx[nb][2 * i] * A.inv_scale, dx[nb][2 * i + 1] * A.inv_scale);
                 if constexpr (KV && MSK) {
                     float v0 = dv[nb][2 * i], v1 = dv[nb][2 * i + 1];
-                    if (A.hfv) {
+                    if (A.hfv && !DRP) { /* (with dropout: in the tiles) */
                         const float *hv = A.hfv + ((int64_t)b * a.H + h) * 64 + 2 * c + 8 * nb;
                         v0 += hv[0], v1 += hv[1];
                     }
@@ -820,45 +838,53 @@ DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
     return lo;
 }
 
-/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq) = the sum, over the groups of head
- * h in order, of its two warpgroups' row-frame entries whose real r has slot t (r ascending),
- * then of the saturated partials of its 8 consumer warps when t is a saturated slot. */
+/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq) = the sum of the groups' two
+ * warpgroups' row-frame entries of head h whose real r has slot t, then of the saturated partials
+ * of its 8 consumer warps when t is a saturated slot. 512 threads: d = tid & 63 and eight lanes q
+ * = tid >> 6, lane q summing items q, q + 8, ... of the (partial, r) list in order (8 loads in
+ * flight per thread: a log slot's ~60 r x 22 partials were one chain of dependent loads, ~0.27 ms
+ * per call on the H200, NOTES), then the eight lane sums in q order: a fixed order, bitwise
+ * deterministic. */
 template <int DT, int KV>
 DATTN_DEV void ws_reduce_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
-    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x, NG = A.tcg;
+    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x & 63, q = threadIdx.x >> 6, NG = A.tcg;
     const int nkh = ws_nkh(a), NK = 2 * nkh + 2;
     /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
     const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
     const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
-    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0);
-    const float *part = KV ? A.ppq : A.ppk;
+    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0), nr = r1 - r0;
+    const float *part = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
+    const int n = 2 * NG * nr;
     float s = 0.f;
-    for (int gq = 0; gq < NG; gq++)
-        for (int w = 0; w < 2; w++) {
-            const float *fp = part + (((int64_t)h * NG + gq) * 2 + w) * NK * 4096;
-            for (int r = r0; r < r1; r++) {
-                const int rf = KV ? -r : r, q = rf + 63 + 64 * nkh, kb = q >> 6, tt = q & 63;
-                s += fp[(int64_t)kb * 4096 + 64 * tt + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3)];
-            }
-        }
-    const float *sp = part + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
+#pragma unroll 8
+    for (int it = q; it < n; it += 8) {
+        const int p = it / nr, r = r0 + (it - p * nr), rf = KV ? -r : r, qq = rf + 63 + 64 * nkh, kb = qq >> 6, tt = qq & 63;
+        s += part[((int64_t)p * NK + kb) * 4096 + 64 * tt + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3)];
+    }
+    const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
     for (int sd = 0; sd < 2; sd++)
         if (t == (sd ? a.sat_pos : a.sat_neg))
-            for (int k = 0; k < NG * 8; k++) s += sp[(int64_t)k * 128 + 64 * sd + d];
+            for (int k = q; k < NG * 8; k += 8) s += sp[(int64_t)k * 128 + 64 * sd + d];
+    __shared__ float red[8][64];
+    red[q][d] = s;
+    __syncthreads();
+    if (q) return;
+    s = red[0][d];
+    for (int k = 1; k < 8; k++) s += red[k][d];
     if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
     else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
 }
 
 /* both tables in one launch: blockIdx.z 0 dpk, 1 dpq */
-extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_reduce_f16(const __grid_constant__ dattn_bwd_args A)
+extern "C" __global__ void __launch_bounds__(512) dattn_bwd_ws_reduce_f16(const __grid_constant__ dattn_bwd_args A)
 {
     if (blockIdx.z == 0) ws_reduce_body<1, 0>(A);
     else ws_reduce_body<1, 1>(A);
 }
 
-extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_reduce_bf16(const __grid_constant__ dattn_bwd_args A)
+extern "C" __global__ void __launch_bounds__(512) dattn_bwd_ws_reduce_bf16(const __grid_constant__ dattn_bwd_args A)
 {
     if (blockIdx.z == 0) ws_reduce_body<2, 0>(A);
     else ws_reduce_body<2, 1>(A);
@@ -882,8 +908,8 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     const dattn_fwd_args &a = A->f;
     dattn_ws_maps M;
     int rf[4] = {0, 0, 0, 0};
-    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || (a.drop_thr && a.mask && a.hf) || a.c2p != a.p2c ||
-        (a.mask && a.hf && !A->hfv) ||
+    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || a.c2p != a.p2c ||
+        (a.mask && a.hf && !a.drop_thr && !A->hfv) ||
         dattn_tma_rows_map(&M.q, &rf[0], a.q, a.B, a.L, a.H, a.q_sb, a.q_sl, a.q_sh, 64) != cudaSuccess ||
         dattn_tma_rows_map(&M.k, &rf[1], a.k, a.B, a.L, a.H, a.k_sb, a.k_sl, a.k_sh, 64) != cudaSuccess ||
         dattn_tma_rows_map(&M.v, &rf[2], a.v, a.B, a.L, a.H, a.v_sb, a.v_sl, a.v_sh, 64) != cudaSuccess ||
@@ -895,7 +921,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     M.orf = rf[3];
     cudaError_t e;
     if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
-    if (a.mask && a.hf) {
+    if (a.mask && a.hf && !a.drop_thr) {
         const dim3 hg((unsigned)a.H, (unsigned)a.B);
         if (bf) dattn_bwd_ws_hfv_bf16<<<hg, 64, 0, stream>>>(*A);
         else dattn_bwd_ws_hfv_f16<<<hg, 64, 0, stream>>>(*A);
@@ -927,7 +953,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     }
     if (!a.c2p) return cudaSuccess;
     const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H, 2u);
-    if (bf) dattn_bwd_ws_reduce_bf16<<<grid, 64, 0, stream>>>(*A);
-    else dattn_bwd_ws_reduce_f16<<<grid, 64, 0, stream>>>(*A);
+    if (bf) dattn_bwd_ws_reduce_bf16<<<grid, 512, 0, stream>>>(*A);
+    else dattn_bwd_ws_reduce_f16<<<grid, 512, 0, stream>>>(*A);
     return cudaGetLastError();
 }

@@ -58,9 +58,8 @@
  * it computes IEEE fp32 in either mode.
  *
  * Backward (every path without float atomics on its outputs, bitwise deterministic):
- *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask; dropout too, except with a mask and
- *       HF padded rows), c2p and p2c both on (a monotone slot map) or both off, tensors a TMA map
- *       can describe -> the
+ *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask, dropout), c2p and p2c both on (a
+ *       monotone slot map) or both off, tensors a TMA map can describe -> the
  *       warp-specialized wgmma kernels ("ws", bwd_ws_d64_sm90.cu: TMA, setmaxnreg, band table
  *       gradients by bulk reductions; NOTES "The warp-specialized backward in the library");
  *   fp16/bf16, D in {64, 128} (dropout: D = 64), att span S <= 256 with S % 8 == 0, a monotone
@@ -100,7 +99,7 @@
  *           default, bitwise the same results as tc3f; the same workspace and routing);
  *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
  *           the previous default, with the separate D_i pass);
- *   tc3g    the default where the ws kernels do not run (other GPUs, packed, dropout with HF padded rows: see
+ *   tc3g    the default where the ws kernels do not run (other GPUs, packed: see
  *           above): tc3f without the separate D_i launch: its dq kernel computes
  *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
  *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
@@ -362,7 +361,7 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *         H*G*2S*D, one per CTA, when the tensor-core path may run (G = bwd_tc_groups)
  *   ppq   the same for dpq [p2c]
  *   tcr   int32 [2][H][G][2] the tensor-core CTAs' written slot ranges (when it may run)
- *   hfv   B*H*D [mask, HF padded rows, the ws kernels may run] the padded rows' dv term
+ *   hfv   B*H*D [mask, HF padded rows, no dropout, the ws kernels may run] the padded rows' dv term
  *         (dattn_bwd_args.hfv); the ws kernels' partials (H*G'*(2 NK 4096 + 1024) per table,
  *         bwd_ws_d64_sm90.cu) also size ppk / ppq when they may run
  * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
@@ -416,10 +415,7 @@ static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
     if (force && *force && strcmp(force, "ws") != 0) return 0;
-    /* (dropout with a mask and HF padded rows: those rows' dv term depends on each key's keep
-     * bits, which the ws kernels' one-vector pre-pass does not cover) */
-    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->c2p != c->p2c || c->B < 1 || c->L < 1 ||
-        (c->drop_threshold && c->p->mask.data && c->p->padded_rows == DATTN_PADROWS_HF))
+    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->c2p != c->p2c || c->B < 1 || c->L < 1)
         return 0;
     if (c->c2p) {
         const slot_cache *sc;
@@ -481,7 +477,7 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
         w->csat = off;
         off += al256(2 * rows * sizeof(float));
     }
-    if (!c->packed && c->p->mask.data && c->p->padded_rows == DATTN_PADROWS_HF && bwd_ws_call(c)) {
+    if (!c->packed && c->p->mask.data && c->p->padded_rows == DATTN_PADROWS_HF && !c->drop_threshold && bwd_ws_call(c)) {
         w->hfv = off;
         off += al256((size_t)c->B * (size_t)c->H * (size_t)c->D * sizeof(float));
     }
