@@ -14,7 +14,8 @@ DATTN_LIBRARY); run the builds alternately, several rounds, then compare:
 run: fp16, H 12, D 64, S 256 (v3 log buckets, c2p|p2c, no mask): fwd and fwd+bwd medians
 (CUDA events) at B32 L512 / B8 L2048 / B2 L8192, plus the diagnostics nopos (no position
 terms), satmost (position_buckets 8, max_relative_positions 16) and band256 (no buckets,
-max_relative_positions 256); bwd = fwd+bwd - fwd. Then the five gradients (dq, dk, dv, dpk,
+max_relative_positions 256) and packed (the B sequences' lengths uniform in [L / 4, L], cu_seqlens,
+max_seqlen L); bwd = fwd+bwd - fwd. Then the five gradients (dq, dk, dv, dpk,
 dpq) of the configurations in CASES (fp16 / bf16, padded with a key mask, packed, dropout,
 log buckets / none / few, lengths across tile edges), seeds fixed, saved to D/<tag>_grads.pt
 (the first run of a tag writes it).
@@ -22,6 +23,7 @@ compare: per shape the median over rounds of each build's times and new / base; 
 whether every gradient is bitwise equal, and max |new - base| / max |base| otherwise.
 """
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -77,6 +79,24 @@ def run(args):
 
             tf, tfb = timed(fwd), timed(fwdbwd)
             times[f"B{B}_L{L}_{name}"] = {"fwd_ms": tf, "fwdbwd_ms": tfb, "bwd_ms": tfb - tf}
+        # packed (cu_seqlens): the same B sequences with lengths uniform in [L / 4, L] (seeded:
+        # the same in every run), max_seqlen L; the v3 map
+        lens = torch.randint(L // 4, L + 1, (B,), generator=torch.Generator().manual_seed(L)).tolist()
+        T = sum(lens)
+        cu = torch.tensor([0] + list(itertools.accumulate(lens)), device=dev, dtype=torch.int32)
+        qp, kp, vp = (t.detach().reshape(B * L, H, D)[:T].clone().requires_grad_() for t in (q, k, v))
+        dp = dout.reshape(B * L, H, D)[:T].contiguous()
+
+        def pfwd():
+            with torch.no_grad():
+                ops.attention(qp, kp, vp, pk, pq, cu_seqlens=cu, max_seqlen=L)
+
+        def pfwdbwd():
+            out = ops.attention(qp, kp, vp, pk, pq, cu_seqlens=cu, max_seqlen=L)
+            torch.autograd.grad(out, (qp, kp, vp, pk, pq), dp)
+
+        tf, tfb = timed(pfwd), timed(pfwdbwd)
+        times[f"B{B}_L{L}_packed"] = {"fwd_ms": tf, "fwdbwd_ms": tfb, "bwd_ms": tfb - tf, "tokens": T}
     os.makedirs(args.dir, exist_ok=True)
     with open(os.path.join(args.dir, f"{args.tag}_times.jsonl"), "a") as f:
         f.write(json.dumps(times) + "\n")

@@ -119,13 +119,15 @@ static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
         major != 9)
         return 0;
     const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
-    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || P->c.layout == DATTN_LAYOUT_PACKED ||
-        (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) || P->c.B < 1 || P->c.L < 1)
+    if (P->c.dtype == DATTN_F32 || P->c.D != 64 || (pa != 0 && pa != (DATTN_POS_C2P | DATTN_POS_P2C)) ||
+        P->c.B < 1 || P->c.L < 1)
         return 0;
+    /* (the TMA maps: 16-byte bases and strides; packed [T][H][D], padded [B][L][H][D]) */
+    const int nd = P->c.layout == DATTN_LAYOUT_PACKED ? 2 : 3;
     const dattn_tensor *t[4] = {&p->q, &p->k, &p->v, &p->dout};
     for (int i = 0; i < 4; i++) {
         if ((uintptr_t)t[i]->data % 16) return 0;
-        for (int d = 0; d < 3; d++)
+        for (int d = 0; d < nd; d++)
             if (t[i]->stride[d] % 8) return 0;
     }
     return 1;
@@ -475,6 +477,8 @@ static void sweep_tc(void)
  * tiles in the linear and log zones, saturated tiles on both sides), every mask pattern with both
  * padded-row modes, every tensor layout (its TMA maps), several row blocks per CTA (many heads: G
  * = 132 / H groups per head), dropout; determinism on every other case. */
+static void sweep_ws_packed(void);
+
 static void sweep_ws(void)
 {
     static const int64_t Ls[] = {1, 17, 64, 65, 127, 128, 129, 200, 257, 383, 640};
@@ -528,6 +532,33 @@ static void sweep_ws(void)
     c.mask = MK_HOLES, c.dropout = 0.2f;
     set_pos(&c, 2);
     run_b(&c, NULL, NULL, 0);
+    sweep_ws_packed();
+}
+
+/* the ws kernels on packed calls (also alone: --sweep wspacked) */
+static void sweep_ws_packed(void)
+{
+    /* packed (cu_seqlens on the device): a sequence's row blocks past its length skipped, boxes
+     * and tiles that cross into the next sequence's tokens (their P = 0), empty sequences,
+     * max_seqlen above every length, random lengths, every position kind and none, dropout,
+     * several row blocks per CTA (H 44: G = 3) */
+    static const int64_t pl1[] = {200, 0, 37, 129, 64, 1}, pl2[] = {300, 257, 0, 31}, pl3[] = {640, 130};
+    static const struct {
+        int bf, B, L, H, pos, drop_pct;
+        const int64_t *lens;
+    } pk[] = {{0, 6, 200, 2, 0, 0, pl1},  {1, 4, 333, 2, 1, 0, pl2}, {0, 4, 300, 2, 2, 0, NULL},
+              {0, 2, 640, 2, -1, 0, pl3}, {1, 6, 200, 2, 0, 10, pl1}, {0, 4, 300, 2, 2, 25, pl2},
+              {1, 3, 129, 44, 0, 0, NULL}};
+    for (int i = 0; i < (int)(sizeof pk / sizeof pk[0]); i++) {
+        tcase c = mk(pk[i].bf ? DATTN_BF16 : DATTN_F16, pk[i].B, pk[i].L, pk[i].H, 64);
+        c.layout = DATTN_LAYOUT_PACKED;
+        c.lens = pk[i].lens;
+        c.variant = i % 3; /* (contig, fused, trans: mappable) */
+        if (pk[i].pos < 0) c.pos_att = 0;
+        else set_pos(&c, pk[i].pos);
+        c.dropout = (float)pk[i].drop_pct / 100.f;
+        run_b(&c, NULL, NULL, i % 2);
+    }
 }
 
 /* ---------------------------------------------------------------- CUDA == CPU */
@@ -664,14 +695,9 @@ static void packed_vs_padded(int32_t dtype, int64_t L, int64_t D, const int64_t 
     Q.p.dropout_offset = A.p.dropout_offset;
     attach(&A, &xa);
     attach(&Q, &xq);
-    /* the warp-specialized backward takes padded calls (masks included) on sm_90 but not packed
-     * ones: where it would run, the padded side pins the kernel the packed side runs (tc3g, the
-     * D 64 default without ws), so that the two layouts go through one kernel; the ws kernels'
-     * masked results are checked against float64 in sweep_ws and every masked sweep */
-    int major = 0;
-    if (!bwd_path && dtype != DATTN_F32 && D == 64 &&
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess && major == 9)
-        xa.bforce = "tc3g";
+    /* (on sm_90 at D 64 both sides run the warp-specialized backward: the padded side its mask
+     * kernels, the packed side the plain ones, whose skipped row blocks and tiles are the padded
+     * side's exact zeros) */
     if (tprob_fwd(&A, !pvp_noref) && tprob_fwd(&Q, !pvp_noref)) {
         int64_t nf = diff_tok(&A, &A.out, &Q, &Q.out);
         tu_check(nf == 0, "%s: padded and packed forward differ on %lld elements", A.name, (long long)nf);
@@ -931,6 +957,10 @@ int main(int argc, char **argv)
         c = mk(DATTN_BF16, 6, 100, 2, 64); /* ws with dropout and masks (zero padded rows) */
         c.mask = MK_MIXED, c.padrows = DATTN_PADROWS_ZERO, c.dropout = 0.1f;
         run(&c, NULL, 0);
+        static const int64_t qlens[] = {200, 0, 129, 37}; /* ws packed: v3 band, an empty sequence */
+        c = mk(DATTN_BF16, 4, 200, 2, 64);
+        c.layout = DATTN_LAYOUT_PACKED, c.lens = qlens;
+        run(&c, NULL, 0);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 0);
         kernel_masks(DATTN_F16, DATTN_LAYOUT_PADDED, NULL, 1);
         return tu_finish();
@@ -941,7 +971,7 @@ int main(int argc, char **argv)
             void (*fn)(void);
         } sw[] = {{"lengths", sweep_lengths}, {"positions", sweep_positions}, {"masks", sweep_masks},
                   {"packed", sweep_packed},   {"dims", sweep_dims},           {"dropout", sweep_dropout},
-                  {"determinism", sweep_determinism}, {"tc", sweep_tc}, {"ws", sweep_ws},
+                  {"determinism", sweep_determinism}, {"tc", sweep_tc}, {"ws", sweep_ws}, {"wspacked", sweep_ws_packed},
                   {"pvp", sweep_pvp}};
         int hit = 0;
         for (size_t k = 0; k < sizeof sw / sizeof sw[0]; k++)

@@ -1,5 +1,7 @@
 /* Warp-specialized Hopper backward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only,
- * padded layout (any mask), dropout, c2p and p2c both on or both off. launch.cu routes every other call to the tensor-core kernels (bwd_sm80.cuh). The structure was measured as
+ * padded layout (any mask) and packed (cu_seqlens on the device: WS_UNIT), dropout, c2p and p2c
+ * both on or both off. launch.cu routes every other call to the tensor-core kernels
+ * (bwd_sm80.cuh). The structure was measured as
  * bench/proto_ws_bwd.cu first (NOTES.md "Band tiles in the warp-specialized prototype", "Band
  * table gradients by bulk reductions"); this is that kernel pair made a library path:
  * persistent groups, any L, bf16, the library's slot map, strides and workspace.
@@ -335,9 +337,25 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     const int grp = blockIdx.x, NG = gridDim.x, h = blockIdx.y;
     /* (row blocks u0 .. u1 - 1 of the head: formed after the register split, in each branch) */
 #define WS_UNITS                                                                                   \
-    const int L = a.L, nt = (L + 63) / 64, nblk = (L + 127) / 128, U = a.B * nblk;                 \
+    const int nblk = (a.L + 127) / 128, U = a.B * nblk;                                            \
     const int u0 = (int)((int64_t)U * grp / NG), u1 = (int)((int64_t)U * (grp + 1) / NG);          \
     const int R = pos ? a.R : 0
+    /* unit u = row block m0 = 128 (u % nblk) of sequence b = u / nblk (nblk from L, packed: the
+     * longest sequence); a packed sequence's blocks at or past its length are skipped by the
+     * producer and the consumers alike (nu counts the blocks run: the xfull / xempty parities).
+     * Per block: tok0, the sequence's first token (padded: 0), L its length (padded: a.L), nt its
+     * column tiles; rows [len, ...) of a packed block's boxes are the next sequence's tokens
+     * (finite), which the limits below treat as the padded layout's zeros past L: P = 0, never
+     * stored */
+#define WS_UNIT                                                                                    \
+    const int b = u / nblk, m0 = (u % nblk) * 128;                                                 \
+    int tok0 = 0, L = a.L; /* (the mask kernels are padded only) */                              \
+    if (!MSK) dev_seq(a, b, tok0, L);                                                              \
+    if (!MSK && m0 >= L) continue;                                                                 \
+    const int nt = (L + 63) / 64, tb = !MSK && a.packed ? 0 : b;                                  \
+    (void)tb
+    /* row (b, i) of the workspace row arrays (ws_row; the mask kernels: padded) */
+#define WS_ROW(i_) (MSK ? ((int64_t)b * a.H + h) * a.L + (i_) : ws_row(A, b, h, tok0, (i_)))
     const int pos = a.c2p; /* (c2p == p2c on this path) */
     /* (the pointers below are formed where they are used, from the parameters: nothing held in
      * the consumers' registers across the tile loop) tables: row side TR (dq kernel pk, dkdv
@@ -371,15 +389,16 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         const uint16_t *tr = WS_TR, *tcol = WS_TC;
         const int64_t trs = WS_TRS, tcs = WS_TCS;
         const float *cplane = WS_CPLANE;
-        int tcount = 0;
+        int tcount = 0, nu = 0;
         for (int u = u0; u < u1; u++) {
-            const int b = u / nblk, m0 = (u % nblk) * 128;
-            if (u > u0) mbar_wait(xempty, (uint32_t)(u - u0 - 1) & 1u); /* the previous block's X, Z, rings read */
+            WS_UNIT;
+            if (nu > 0) mbar_wait(xempty, (uint32_t)(nu - 1) & 1u); /* the previous block's X, Z, rings read */
+            nu++;
             if (warp == 0) {
                 mbar_arrive_expect_tx_if(one, xfull, 4 * 64 * 128);
                 for (int half = 0; half < 2; half++) {
-                    tma_load_rows_if(one, base + WS_X + 8192 * half, mx, xfull, xrf, h, m0 + 64 * half, b);
-                    tma_load_rows_if(one, base + WS_Z + 8192 * half, mz, xfull, zrf, h, m0 + 64 * half, b);
+                    tma_load_rows_if(one, base + WS_X + 8192 * half, mx, xfull, xrf, h, tok0 + m0 + 64 * half, tb);
+                    tma_load_rows_if(one, base + WS_Z + 8192 * half, mz, xfull, zrf, h, tok0 + m0 + 64 * half, tb);
                 }
             }
             for (int j = 0; j < nt; j++, tcount++) {
@@ -389,8 +408,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 if (DRP && warp == 0) {
                     /* (dropout kernels: the copies first, the thread's arrival after its keep words) */
                     mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
-                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, 64 * j, b);
-                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, tok0 + 64 * j, tb);
+                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, tok0 + 64 * j, tb);
                 }
                 if (warp == 0) {
                     /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 (+inf / 0 past L
@@ -399,7 +418,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     for (int e = 0; e < 2; e++) {
                         const int col = 64 * j + 2 * lane + e;
                         const int ok = col < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
-                        const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? col : 0);
+                        const int64_t wr = WS_ROW(ok ? col : 0);
                         if constexpr (MSK && !KV) {
                             bad |= !ok;
                             ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = ok ? 1.f : 0.f;
@@ -412,7 +431,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                         }
                         if (KV) {
                             cf[2 * lane + e] =
-                                ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)col * a.l_sl] * WS_L2E
+                                ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + col) * a.l_sl] * WS_L2E
                                    : __int_as_float(0x7f800000);
                             cf[64 + 2 * lane + e] = ok ? A.di[wr] : 0.f;
                         }
@@ -454,8 +473,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 if constexpr (DRP) ws_keep_words<KV>(a, smem + WS_KB + 1024 * s, (uint32_t)(b * a.H + h), m0, 64 * j, tid);
                 mbar_arrive_expect_tx_if(pos || DRP || (KV && warp == 0) || one, full0 + 8 * s, one && !DRP ? 2 * 64 * 128 : 0);
                 if (!DRP && warp == 0) {
-                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, 64 * j, b);
-                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + WS_Y + 8192 * s, my, full0 + 8 * s, yrf, h, tok0 + 64 * j, tb);
+                    tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, tok0 + 64 * j, tb);
                 }
             }
         }
@@ -492,9 +511,10 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #define WS_SP ((KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (((int64_t)h * NG + grp) * 8 + 4 * cw + warp) * 128)
     if (pos)
         for (int sd = 0; sd < 2; sd++) *(float2 *)(WS_SP + 64 * sd + 2 * lane) = make_float2(0.f, 0.f);
-    int tcount = 0;
+    int tcount = 0, nu = 0;
     for (int u = u0; u < u1; u++) {
-        const int b = u / nblk, m0 = (u % nblk) * 128, rb0 = m0 + 64 * cw;
+        WS_UNIT;
+        const int rb0 = m0 + 64 * cw;
         float rl2[2] = {0.f, 0.f}, rd[2] = {0.f, 0.f}, rc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
         float rs[2][2] = {{0.f, 0.f}, {0.f, 0.f}}; /* [side][row] */
         int rv[2]; /* (mask kernels) the rows' validity: inside L, not masked */
@@ -502,9 +522,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             const int row = rb0 + rl0 + 8 * i;
             const int ok = row < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)row * a.m_sl] != 0);
             rv[i] = ok;
-            const int64_t wr = ((int64_t)b * a.H + h) * L + (ok ? row : 0);
+            const int64_t wr = WS_ROW(ok ? row : 0);
             if (!KV) {
-                rl2[i] = ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] * WS_L2E
+                rl2[i] = ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + row) * a.l_sl] * WS_L2E
                             : __int_as_float(0x7f800000); /* p = 0 */
                 rd[i] = ok ? A.di[wr] : 0.f;
             }
@@ -520,7 +540,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
             dv[nb][0] = dv[nb][1] = dv[nb][2] = dv[nb][3] = 0.f;
         }
-        mbar_wait(xfull, (uint32_t)(u - u0) & 1u);
+        mbar_wait(xfull, (uint32_t)nu & 1u);
+        nu++;
         for (int j = 0; j < nt; j++, tcount++) {
             const int s = tcount & 1;
             const uint64_t dY = desc_add(dY0, 8192u * s), dW = desc_add(dW0, 8192u * s);
@@ -708,8 +729,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         for (int i = 0; i < 2; i++) {
             const int row = rb0 + rl0 + 8 * i;
             if (row >= L) continue;
-            uint16_t *o = ox + (int64_t)b * osb + (int64_t)row * osl + (int64_t)h * osh + 2 * c;
-            uint16_t *ov = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)row * A.dv_sl + (int64_t)h * A.dv_sh + 2 * c
+            uint16_t *o = ox + (int64_t)b * osb + (int64_t)(tok0 + row) * osl + (int64_t)h * osh + 2 * c;
+            uint16_t *ov = KV ? (uint16_t *)A.dv + (int64_t)b * A.dv_sb + (int64_t)(tok0 + row) * A.dv_sl + (int64_t)h * A.dv_sh + 2 * c
                               : nullptr;
             /* (HF padded rows: their dv term, the same for every key row) */
             for (int nb = 0; nb < 8; nb++) {
@@ -737,6 +758,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #undef WS_FPART
 #undef WS_SP
 #undef WS_UNITS
+#undef WS_UNIT
+#undef WS_ROW
 }
 
 #define WS_KERNEL(DT, BF, KV, MSK, DRP, SUF)                                                       \
@@ -765,17 +788,20 @@ WS_KERNEL(bf16, 1, 1, 1, 1, _mask_drop)
 
 /* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
  * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
- * R (sat_pos). One thread per (b, h, row); rows [(b H + h) L + row]. */
+ * R (sat_pos). One thread per (b, h, row); rows at ws_row (padded (b H + h) L + row, packed h T +
+ * tok0 + row). */
 template <int BF>
 DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
     const int row = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
-    if (row >= a.L) return;
-    const int64_t wr = ((int64_t)b * a.H + h) * a.L + row;
+    int tok0, len;
+    dev_seq(a, b, tok0, len);
+    if (row >= len) return;
+    const int64_t wr = ws_row(A, b, h, tok0, row);
     for (int which = 0; which < 2; which++) {
         const uint16_t *x = (const uint16_t *)(which ? a.k : a.q) + (int64_t)b * (which ? a.k_sb : a.q_sb) +
-                            (int64_t)row * (which ? a.k_sl : a.q_sl) + (int64_t)h * (which ? a.k_sh : a.q_sh);
+                            (int64_t)(tok0 + row) * (which ? a.k_sl : a.q_sl) + (int64_t)h * (which ? a.k_sh : a.q_sh);
         const uint16_t *t = (const uint16_t *)(which ? a.pq : a.pk) + (int64_t)h * (which ? a.pq_sh : a.pk_sh);
         const int64_t ts = which ? a.pq_ss : a.pk_ss;
         const uint16_t *t0 = t + (int64_t)a.sat_neg * ts, *t1 = t + (int64_t)a.sat_pos * ts;
@@ -916,19 +942,22 @@ extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, c
 
 /* The whole backward on this path (A->tcg = G groups per head; A->di, rsat, csat, ppk, ppq in the
  * workspace): D_i, the planes, the dq kernel, the dkdv kernel, the table reduce. Returns
- * cudaErrorNotSupported, having launched nothing, for a call outside the path (no rows, packed,
- * dropout, one position term alone) or a tensor that cannot be mapped (tma.cuh). */
+ * cudaErrorNotSupported, having launched nothing, for a call outside the path (no rows, D other
+ * than 64, one position term alone, HF padded rows without their pre-pass) or a tensor that
+ * cannot be mapped (tma.cuh). */
 extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream)
 {
     const dattn_fwd_args &a = A->f;
     dattn_ws_maps M;
     int rf[4] = {0, 0, 0, 0};
-    if (a.B < 1 || a.L < 1 || A->tcg < 1 || a.D != 64 || a.packed || a.c2p != a.p2c ||
+    /* (the maps: [B][L][H][64] padded, [1][T][H][64] packed) */
+    const int64_t outer = a.packed ? 1 : a.B, rows = a.packed ? A->T : a.L;
+    if (a.B < 1 || a.L < 1 || rows < 1 || A->tcg < 1 || a.D != 64 || a.c2p != a.p2c ||
         (a.mask && a.hf && !a.drop_thr && !A->hfv) ||
-        dattn_tma_rows_map(&M.q, &rf[0], a.q, a.B, a.L, a.H, a.q_sb, a.q_sl, a.q_sh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.k, &rf[1], a.k, a.B, a.L, a.H, a.k_sb, a.k_sl, a.k_sh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.v, &rf[2], a.v, a.B, a.L, a.H, a.v_sb, a.v_sl, a.v_sh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.o, &rf[3], A->dout, a.B, a.L, a.H, A->do_sb, A->do_sl, A->do_sh, 64) != cudaSuccess)
+        dattn_tma_rows_map(&M.q, &rf[0], a.q, outer, rows, a.H, a.q_sb, a.q_sl, a.q_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.k, &rf[1], a.k, outer, rows, a.H, a.k_sb, a.k_sl, a.k_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.v, &rf[2], a.v, outer, rows, a.H, a.v_sb, a.v_sl, a.v_sh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.o, &rf[3], A->dout, outer, rows, a.H, A->do_sb, A->do_sl, A->do_sh, 64) != cudaSuccess)
         return cudaErrorNotSupported;
     M.qrf = rf[0];
     M.krf = rf[1];

@@ -58,7 +58,7 @@
  * it computes IEEE fp32 in either mode.
  *
  * Backward (every path without float atomics on its outputs, bitwise deterministic):
- *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask, dropout), c2p and p2c both on (a
+ *   sm_90 (H100 / H200), fp16/bf16, D = 64, padded (any mask) or packed, dropout, c2p and p2c both on (a
  *       monotone slot map) or both off, tensors a TMA map can describe -> the
  *       warp-specialized wgmma kernels ("ws", bwd_ws_d64_sm90.cu: TMA, setmaxnreg, band table
  *       gradients by bulk reductions; NOTES "The warp-specialized backward in the library");
@@ -99,7 +99,7 @@
  *           default, bitwise the same results as tc3f; the same workspace and routing);
  *   tc3f    tc3e whose dkdv kernel compiles the tile body per tile class too (bwd_tc3f_d64.cu;
  *           the previous default, with the separate D_i pass);
- *   tc3g    the default where the ws kernels do not run (other GPUs, packed: see
+ *   tc3g    the default where the ws kernels do not run (other GPUs, unmappable tensors: see
  *           above): tc3f without the separate D_i launch: its dq kernel computes
  *           D_i = dO_i . O_i of its rows in its prologue and stores it for the dkdv kernel
  *           (bwd_tc3g_d64.cu: its dq kernel, tc3f's dkdv kernel; bitwise the same results as
@@ -415,8 +415,7 @@ static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
     if (force && *force && strcmp(force, "ws") != 0) return 0;
-    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->packed || c->c2p != c->p2c || c->B < 1 || c->L < 1)
-        return 0;
+    if (c->p->dtype == DATTN_F32 || c->D != 64 || c->c2p != c->p2c || c->B < 1 || c->L < 1) return 0;
     if (c->c2p) {
         const slot_cache *sc;
         if (get_slots(c, &sc) != DATTN_OK || !sc->mono) return 0;
