@@ -322,7 +322,7 @@ DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
     return !(rmin >= R || rmax <= -R);
 }
 
-template <int BF, int KV, int MSK, int DRP>
+template <int BF, int KV, int MSK, int DRP, int PK>
 DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 {
     const dattn_fwd_args &a = A.f;
@@ -337,25 +337,29 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     const int grp = blockIdx.x, NG = gridDim.x, h = blockIdx.y;
     /* (row blocks u0 .. u1 - 1 of the head: formed after the register split, in each branch) */
 #define WS_UNITS                                                                                   \
-    const int nblk = (a.L + 127) / 128, U = a.B * nblk;                                            \
+    const int L0 = a.L, nt0 = (L0 + 63) / 64, nblk = (L0 + 127) / 128, U = a.B * nblk;             \
     const int u0 = (int)((int64_t)U * grp / NG), u1 = (int)((int64_t)U * (grp + 1) / NG);          \
     const int R = pos ? a.R : 0
     /* unit u = row block m0 = 128 (u % nblk) of sequence b = u / nblk (nblk from L, packed: the
-     * longest sequence); a packed sequence's blocks at or past its length are skipped by the
-     * producer and the consumers alike (nu counts the blocks run: the xfull / xempty parities).
-     * Per block: tok0, the sequence's first token (padded: 0), L its length (padded: a.L), nt its
-     * column tiles; rows [len, ...) of a packed block's boxes are the next sequence's tokens
-     * (finite), which the limits below treat as the padded layout's zeros past L: P = 0, never
-     * stored */
+     * longest sequence). The packed kernels (PK; no mask) skip a sequence's blocks at or past
+     * its length in the producer and the consumers alike (ui, the index of the block among those
+     * run, drives the xfull / xempty parities), and take per block tok0, the sequence's first
+     * token (padded: 0), and L, its length (padded: a.L); nt: its column tiles. Rows [L, ...) of
+     * a packed block's boxes are the next sequence's tokens (finite), which the limits below
+     * treat as the padded layout's zeros past L: P = 0, never stored. (Padded calls run kernels
+     * without this code: with it the padded backward measured +1-2 % at L >= 2048, call 1.) */
 #define WS_UNIT                                                                                    \
     const int b = u / nblk, m0 = (u % nblk) * 128;                                                 \
-    int tok0 = 0, L = a.L; /* (the mask kernels are padded only) */                              \
-    if (!MSK) dev_seq(a, b, tok0, L);                                                              \
-    if (!MSK && m0 >= L) continue;                                                                 \
-    const int nt = (L + 63) / 64, tb = !MSK && a.packed ? 0 : b;                                  \
+    int tok0 = 0, L = L0, nt = nt0;                                                                \
+    if (PK) {                                                                                      \
+        dev_seq(a, b, tok0, L);                                                                    \
+        if (m0 >= L) continue;                                                                     \
+        nt = (L + 63) / 64;                                                                        \
+    }                                                                                              \
+    const int tb = PK ? 0 : b, ui = PK ? nu : u - u0;                                              \
     (void)tb
-    /* row (b, i) of the workspace row arrays (ws_row; the mask kernels: padded) */
-#define WS_ROW(i_) (MSK ? ((int64_t)b * a.H + h) * a.L + (i_) : ws_row(A, b, h, tok0, (i_)))
+    /* row (b, i) of the workspace row arrays (ws_row) */
+#define WS_ROW(i_) (PK ? ws_row(A, b, h, tok0, (i_)) : ((int64_t)b * a.H + h) * a.L + (i_))
     const int pos = a.c2p; /* (c2p == p2c on this path) */
     /* (the pointers below are formed where they are used, from the parameters: nothing held in
      * the consumers' registers across the tile loop) tables: row side TR (dq kernel pk, dkdv
@@ -392,7 +396,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         int tcount = 0, nu = 0;
         for (int u = u0; u < u1; u++) {
             WS_UNIT;
-            if (nu > 0) mbar_wait(xempty, (uint32_t)(nu - 1) & 1u); /* the previous block's X, Z, rings read */
+            if (ui > 0) mbar_wait(xempty, (uint32_t)(ui - 1) & 1u); /* the previous block's X, Z, rings read */
             nu++;
             if (warp == 0) {
                 mbar_arrive_expect_tx_if(one, xfull, 4 * 64 * 128);
@@ -540,7 +544,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             dx[nb][0] = dx[nb][1] = dx[nb][2] = dx[nb][3] = 0.f;
             dv[nb][0] = dv[nb][1] = dv[nb][2] = dv[nb][3] = 0.f;
         }
-        mbar_wait(xfull, (uint32_t)nu & 1u);
+        mbar_wait(xfull, (uint32_t)ui & 1u);
         nu++;
         for (int j = 0; j < nt; j++, tcount++) {
             const int s = tcount & 1;
@@ -762,29 +766,38 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #undef WS_ROW
 }
 
-#define WS_KERNEL(DT, BF, KV, MSK, DRP, SUF)                                                       \
+#define WS_KERNEL(DT, BF, KV, MSK, DRP, PK, SUF)                                                   \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         dattn_bwd_ws_##DT##_d64_kv##KV##SUF(const __grid_constant__ dattn_bwd_args A,                \
                                             const __grid_constant__ dattn_ws_maps M)                \
     {                                                                                              \
-        ws_body<BF, KV, MSK, DRP>(A, M);                                                           \
+        ws_body<BF, KV, MSK, DRP, PK>(A, M);                                                       \
     }
-WS_KERNEL(f16, 0, 0, 0, 0, )
-WS_KERNEL(f16, 0, 1, 0, 0, )
-WS_KERNEL(bf16, 1, 0, 0, 0, )
-WS_KERNEL(bf16, 1, 1, 0, 0, )
-WS_KERNEL(f16, 0, 0, 1, 0, _mask)
-WS_KERNEL(f16, 0, 1, 1, 0, _mask)
-WS_KERNEL(bf16, 1, 0, 1, 0, _mask)
-WS_KERNEL(bf16, 1, 1, 1, 0, _mask)
-WS_KERNEL(f16, 0, 0, 0, 1, _drop)
-WS_KERNEL(f16, 0, 1, 0, 1, _drop)
-WS_KERNEL(bf16, 1, 0, 0, 1, _drop)
-WS_KERNEL(bf16, 1, 1, 0, 1, _drop)
-WS_KERNEL(f16, 0, 0, 1, 1, _mask_drop)
-WS_KERNEL(f16, 0, 1, 1, 1, _mask_drop)
-WS_KERNEL(bf16, 1, 0, 1, 1, _mask_drop)
-WS_KERNEL(bf16, 1, 1, 1, 1, _mask_drop)
+WS_KERNEL(f16, 0, 0, 0, 0, 0, )
+WS_KERNEL(f16, 0, 1, 0, 0, 0, )
+WS_KERNEL(bf16, 1, 0, 0, 0, 0, )
+WS_KERNEL(bf16, 1, 1, 0, 0, 0, )
+WS_KERNEL(f16, 0, 0, 1, 0, 0, _mask)
+WS_KERNEL(f16, 0, 1, 1, 0, 0, _mask)
+WS_KERNEL(bf16, 1, 0, 1, 0, 0, _mask)
+WS_KERNEL(bf16, 1, 1, 1, 0, 0, _mask)
+WS_KERNEL(f16, 0, 0, 0, 1, 0, _drop)
+WS_KERNEL(f16, 0, 1, 0, 1, 0, _drop)
+WS_KERNEL(bf16, 1, 0, 0, 1, 0, _drop)
+WS_KERNEL(bf16, 1, 1, 0, 1, 0, _drop)
+WS_KERNEL(f16, 0, 0, 1, 1, 0, _mask_drop)
+WS_KERNEL(f16, 0, 1, 1, 1, 0, _mask_drop)
+WS_KERNEL(bf16, 1, 0, 1, 1, 0, _mask_drop)
+WS_KERNEL(bf16, 1, 1, 1, 1, 0, _mask_drop)
+/* packed (cu_seqlens; no mask) */
+WS_KERNEL(f16, 0, 0, 0, 0, 1, _packed)
+WS_KERNEL(f16, 0, 1, 0, 0, 1, _packed)
+WS_KERNEL(bf16, 1, 0, 0, 0, 1, _packed)
+WS_KERNEL(bf16, 1, 1, 0, 0, 1, _packed)
+WS_KERNEL(f16, 0, 0, 0, 1, 1, _packed_drop)
+WS_KERNEL(f16, 0, 1, 0, 1, 1, _packed_drop)
+WS_KERNEL(bf16, 1, 0, 0, 1, 1, _packed_drop)
+WS_KERNEL(bf16, 1, 1, 0, 1, 1, _packed_drop)
 
 /* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
  * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
@@ -987,7 +1000,13 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
           {dattn_bwd_ws_bf16_d64_kv0_drop, dattn_bwd_ws_bf16_d64_kv1_drop}},
          {{dattn_bwd_ws_f16_d64_kv0_mask_drop, dattn_bwd_ws_f16_d64_kv1_mask_drop},
           {dattn_bwd_ws_bf16_d64_kv0_mask_drop, dattn_bwd_ws_bf16_d64_kv1_mask_drop}}}};
-    const kfn *ks = kt[a.drop_thr != 0][a.mask != nullptr][bf != 0];
+    /* [dropout][bf16][kernel] (packed calls have no mask) */
+    static const kfn kp[2][2][2] = {
+        {{dattn_bwd_ws_f16_d64_kv0_packed, dattn_bwd_ws_f16_d64_kv1_packed},
+         {dattn_bwd_ws_bf16_d64_kv0_packed, dattn_bwd_ws_bf16_d64_kv1_packed}},
+        {{dattn_bwd_ws_f16_d64_kv0_packed_drop, dattn_bwd_ws_f16_d64_kv1_packed_drop},
+         {dattn_bwd_ws_bf16_d64_kv0_packed_drop, dattn_bwd_ws_bf16_d64_kv1_packed_drop}}};
+    const kfn *ks = a.packed ? kp[a.drop_thr != 0][bf != 0] : kt[a.drop_thr != 0][a.mask != nullptr][bf != 0];
     const dim3 kg((unsigned)A->tcg, (unsigned)a.H);
     for (int which = 0; which < 2; which++) {
         const kfn k = ks[which];
