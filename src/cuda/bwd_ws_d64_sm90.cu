@@ -865,16 +865,25 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
     ws_hfv_body<1>(A);
 }
 
+/* the first r in [lo, hi) whose slot is >= t (ge = 1) or > t (ge = 0), hi if none (binary
+ * search: the map is non-decreasing in r) */
+DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
+{
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2, s = dev_slot(a, a.tab, mid);
+        if (ge ? s >= t : s > t) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
 /* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq) = the sum of the groups' two
  * warpgroups' row-frame entries of head h whose real r has slot t, then of the saturated partials
- * of its 8 consumer warps when t is a saturated slot. The slot's r range [r0, r1) comes from a
- * count over the frame (the map is non-decreasing in r: r0 - rlo = #{r : slot(r) < t}, r1 - rlo =
- * #{r : slot(r) <= t}), every thread classifying ~3 r of it from a shared copy of the table: one
- * round of independent reads (the two binary searches it replaced read the table through the
- * constant cache, uniform per block; NOTES "Call 1" found no measurable difference). 512
- * threads: d = tid & 63 and eight lanes q = tid >> 6, lane q summing items q, q + 8, ... of the
- * (partial, r) list in order (8 loads in flight per thread), then the eight lane sums in q order:
- * a fixed order, bitwise deterministic. */
+ * of its 8 consumer warps when t is a saturated slot. 512 threads: d = tid & 63 and eight lanes q
+ * = tid >> 6, lane q summing items q, q + 8, ... of the (partial, r) list in order (8 loads in
+ * flight per thread: a log slot's ~60 r x 22 partials were one chain of dependent loads, ~0.27 ms
+ * per call on the H200, NOTES), then the eight lane sums in q order: a fixed order, bitwise
+ * deterministic. */
 template <int DT, int KV>
 DATTN_DEV void ws_reduce_body(const dattn_bwd_args &A)
 {
@@ -884,31 +893,7 @@ DATTN_DEV void ws_reduce_body(const dattn_bwd_args &A)
     /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
     const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
     const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
-    __shared__ uint16_t stab[DATTN_CUDA_TAB_MAX];
-    __shared__ int wcnt[2][16];
-    for (int i = threadIdx.x; i < 2 * a.nlog; i += 512) stab[i] = a.tab[i];
-    __syncthreads();
-    int clt = 0, cle = 0; /* #{slot < t}, #{slot <= t} */
-    for (int r = rlo + (int)threadIdx.x; r <= rhi; r += 512) {
-        const int sr = dev_slot(a, stab, r);
-        clt += sr < t;
-        cle += sr <= t;
-    }
-    for (int o = 16; o; o >>= 1) {
-        clt += __shfl_xor_sync(0xffffffffu, clt, o);
-        cle += __shfl_xor_sync(0xffffffffu, cle, o);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        wcnt[0][threadIdx.x >> 5] = clt;
-        wcnt[1][threadIdx.x >> 5] = cle;
-    }
-    __syncthreads();
-    clt = cle = 0;
-    for (int w = 0; w < 16; w++) {
-        clt += wcnt[0][w];
-        cle += wcnt[1][w];
-    }
-    const int r0 = rlo + clt, r1 = rlo + cle, nr = r1 - r0;
+    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0), nr = r1 - r0;
     const float *part = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
     const int n = 2 * NG * nr;
     float s = 0.f;
