@@ -347,7 +347,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
      * token (padded: 0), and L, its length (padded: a.L); nt: its column tiles. Rows [L, ...) of
      * a packed block's boxes are the next sequence's tokens (finite), which the limits below
      * treat as the padded layout's zeros past L: P = 0, never stored. (Padded calls run kernels
-     * without this code: with it the padded backward measured +1-2 % at L >= 2048, call 1.) */
+     * without this code: with it inside, the padded backward at B2 L8192 measured ~1 % slower,
+     * NOTES "Call 1".) */
 #define WS_UNIT                                                                                    \
     const int b = u / nblk, m0 = (u % nblk) * 128;                                                 \
     int tok0 = 0, L = L0, nt = nt0;                                                                \
