@@ -53,9 +53,10 @@
  * that crosses L zeroes the P / dS of its keys past L (their rows of X are zeros anyway).
  *
  * Before: D_i (bwd_simple.cu's D_i kernel) and the saturated planes (dattn_bwd_ws_planes:
- * q_i . pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: one
- * reduce launch sums, per table, slot and d, the groups' row-frame partials over the slot's r
- * range (the map is monotone) and the saturated partials, in a fixed order, into dpk / dpq.
+ * q_i . pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: the table
+ * reduce (two launches: the groups' row-frame partials summed per row r', in place, then per
+ * table, slot and d the row sums over the slot's r range (the map is monotone) plus the
+ * saturated partials, in a fixed order, into dpk / dpq).
  *
  * Workspace per table (launch.cu, bwd layout): [H][G][2 warpgroups][NK][64 t][64 d] fp32
  * row-frame blocks (block kb holds r' = 64 (kb - nkh) + t - 63, element (t, d) at float 64 t + 4
@@ -866,6 +867,21 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
     ws_hfv_body<1>(A);
 }
 
+/* The table reduce, in two launches (ncu put the one-launch form, 12,288 blocks of 512 threads
+ * each running two binary searches and an integer division per item, at 236 us a call, issue
+ * bound with DRAM at 14 %: NOTES, "Call 4"):
+ *
+ * 1. ws_rowsum: per table, head and row r' of the frame, the sum of the 2 G warpgroup partials
+ *    (p ascending) into partial 0's row, in place: one thread per float4 of a row, its 2 G loads
+ *    independent; the only reader of each float4 is the thread that writes it. This pass reads
+ *    every partial once: the reduce's bandwidth floor.
+ * 2. ws_slotsum: per table, slot t and head, one warp (lanes: d = 2 lane, 2 lane + 1) finds the
+ *    slot's r range [r0, r1) (binary search, warp-uniform: the map is non-decreasing in r) and
+ *    sums the row sums over it in four interleaved chains (r0 + 4 k + j, combined (0 + 1) + (2 +
+ *    3)), then the saturated partials of the 8 G consumer warps in order when t is a saturated
+ *    slot. Fixed orders: bitwise deterministic. The rows it reads were written by pass 1 just
+ *    before (in L2). */
+
 /* the first r in [lo, hi) whose slot is >= t (ge = 1) or > t (ge = 0), hi if none (binary
  * search: the map is non-decreasing in r) */
 DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
@@ -878,56 +894,104 @@ DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
     return lo;
 }
 
-/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq) = the sum of the groups' two
- * warpgroups' row-frame entries of head h whose real r has slot t, then of the saturated partials
- * of its 8 consumer warps when t is a saturated slot. 512 threads: d = tid & 63 and eight lanes q
- * = tid >> 6, lane q summing items q, q + 8, ... of the (partial, r) list in order (8 loads in
- * flight per thread: a log slot's ~60 r x 22 partials were one chain of dependent loads, ~0.27 ms
- * per call on the H200, NOTES), then the eight lane sums in q order: a fixed order, bitwise
- * deterministic. */
-template <int DT, int KV>
-DATTN_DEV void ws_reduce_body(const dattn_bwd_args &A)
+/* grid (ceil(NK 1024 / 256), H, 2 tables), 256 threads */
+DATTN_DEV void ws_rowsum_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
-    const int t = blockIdx.x, h = blockIdx.y, d = threadIdx.x & 63, q = threadIdx.x >> 6, NG = A.tcg;
+    const int NG = A.tcg, NK = 2 * ws_nkh(a) + 2, h = blockIdx.y;
+    const int i = blockIdx.x * 256 + threadIdx.x; /* float4 index in one partial */
+    if (i >= NK * 1024) return;
+    float4 *part = (float4 *)((blockIdx.z ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096) + i;
+    const int64_t ps = (int64_t)NK * 1024, np = 2 * NG;
+    float4 s = part[0];
+    int p = 1;
+    for (; p + 4 <= np; p += 4) {
+        const float4 u0 = part[p * ps], u1 = part[(p + 1) * ps], u2 = part[(p + 2) * ps], u3 = part[(p + 3) * ps];
+        s.x += u0.x; s.y += u0.y; s.z += u0.z; s.w += u0.w;
+        s.x += u1.x; s.y += u1.y; s.z += u1.z; s.w += u1.w;
+        s.x += u2.x; s.y += u2.y; s.z += u2.z; s.w += u2.w;
+        s.x += u3.x; s.y += u3.y; s.z += u3.z; s.w += u3.w;
+    }
+    for (; p < np; p++) {
+        const float4 u = part[p * ps];
+        s.x += u.x; s.y += u.y; s.z += u.z; s.w += u.w;
+    }
+    part[0] = s;
+}
+
+extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_rowsum(const __grid_constant__ dattn_bwd_args A)
+{
+    ws_rowsum_body(A);
+}
+
+/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq); grid (ceil(2S / 8), H, 2 tables),
+ * 256 threads: warp w the slot 8 blockIdx.x + w */
+template <int DT, int KV>
+DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
+{
+    const dattn_fwd_args &a = A.f;
+    const int t = blockIdx.x * 8 + (threadIdx.x >> 5), h = blockIdx.y, d = 2 * (threadIdx.x & 31), NG = A.tcg;
+    if (t >= 2 * a.S) return;
     const int nkh = ws_nkh(a), NK = 2 * nkh + 2;
     /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
     const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
     const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
-    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0), nr = r1 - r0;
-    const float *part = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
-    const int n = 2 * NG * nr;
-    float s = 0.f;
-#pragma unroll 8
-    for (int it = q; it < n; it += 8) {
-        const int p = it / nr, r = r0 + (it - p * nr), rf = KV ? -r : r, qq = rf + 63 + 64 * nkh, kb = qq >> 6, tt = qq & 63;
-        s += part[((int64_t)p * NK + kb) * 4096 + 64 * tt + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3)];
+    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0);
+    /* partial 0's rows hold the row sums (pass 1); row qq = r' + 63 + 64 nkh, r' = KV ? -r : r */
+    const float *rs = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
+    float2 c[4] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+    const int qs = KV ? -1 : 1, qa = (KV ? -r0 : r0) + 63 + 64 * nkh; /* row of r0, its step per r */
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) {
+        float2 u[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
+            u[j] = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            c[j].x += u[j].x;
+            c[j].y += u[j].y;
+        }
     }
+#pragma unroll
+    for (int j = 0; j < 3; j++)
+        if (r + j < r1) {
+            const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
+            const float2 u = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
+            c[j].x += u.x;
+            c[j].y += u.y;
+        }
+    float s0 = (c[0].x + c[1].x) + (c[2].x + c[3].x), s1 = (c[0].y + c[1].y) + (c[2].y + c[3].y);
     const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
     for (int sd = 0; sd < 2; sd++)
         if (t == (sd ? a.sat_pos : a.sat_neg))
-            for (int k = q; k < NG * 8; k += 8) s += sp[(int64_t)k * 128 + 64 * sd + d];
-    __shared__ float red[8][64];
-    red[q][d] = s;
-    __syncthreads();
-    if (q) return;
-    s = red[0][d];
-    for (int k = 1; k < 8; k++) s += red[k][d];
-    if (KV) st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s);
-    else st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s);
+            for (int k = 0; k < NG * 8; k++) {
+                const float2 u = *(const float2 *)(sp + (int64_t)k * 128 + 64 * sd + d);
+                s0 += u.x;
+                s1 += u.y;
+            }
+    if (KV) {
+        st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s0);
+        st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d + 1, s1);
+    } else {
+        st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d, s0);
+        st_el<DT>(A.dpk, (int64_t)h * A.dpk_sh + (int64_t)t * A.dpk_ss + d + 1, s1);
+    }
 }
 
 /* both tables in one launch: blockIdx.z 0 dpk, 1 dpq */
-extern "C" __global__ void __launch_bounds__(512) dattn_bwd_ws_reduce_f16(const __grid_constant__ dattn_bwd_args A)
+extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_slotsum_f16(const __grid_constant__ dattn_bwd_args A)
 {
-    if (blockIdx.z == 0) ws_reduce_body<1, 0>(A);
-    else ws_reduce_body<1, 1>(A);
+    if (blockIdx.z == 0) ws_slotsum_body<1, 0>(A);
+    else ws_slotsum_body<1, 1>(A);
 }
 
-extern "C" __global__ void __launch_bounds__(512) dattn_bwd_ws_reduce_bf16(const __grid_constant__ dattn_bwd_args A)
+extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_slotsum_bf16(const __grid_constant__ dattn_bwd_args A)
 {
-    if (blockIdx.z == 0) ws_reduce_body<2, 0>(A);
-    else ws_reduce_body<2, 1>(A);
+    if (blockIdx.z == 0) ws_slotsum_body<2, 0>(A);
+    else ws_slotsum_body<2, 1>(A);
 }
 
 /* Floats of one table's partials (launch.cu's workspace layout): H G (2 NK 4096 + 8 128). */
@@ -1001,8 +1065,11 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (!a.c2p) return cudaSuccess;
-    const dim3 grid((unsigned)(2 * a.S), (unsigned)a.H, 2u);
-    if (bf) dattn_bwd_ws_reduce_bf16<<<grid, 512, 0, stream>>>(*A);
-    else dattn_bwd_ws_reduce_f16<<<grid, 512, 0, stream>>>(*A);
+    const int nr = (int)(((int64_t)a.R + 63) / 64), nl = (a.L + 63) / 64 + 1, NK = 2 * (nr < nl ? nr : nl) + 2; /* ws_nkh */
+    dattn_bwd_ws_rowsum<<<dim3((unsigned)((NK * 1024 + 255) / 256), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    const dim3 grid((unsigned)((2 * a.S + 7) / 8), (unsigned)a.H, 2u);
+    if (bf) dattn_bwd_ws_slotsum_bf16<<<grid, 256, 0, stream>>>(*A);
+    else dattn_bwd_ws_slotsum_f16<<<grid, 256, 0, stream>>>(*A);
     return cudaGetLastError();
 }
