@@ -874,33 +874,76 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
  * 1. ws_rowsum: per table, head and row r' of the frame, the sum of the 2 G warpgroup partials
  *    (p ascending) into partial 0's row, in place: one thread per float4 of a row, its 2 G loads
  *    independent; the only reader of each float4 is the thread that writes it. This pass reads
- *    every partial once: the reduce's bandwidth floor.
+ *    every partial once: the reduce's bandwidth floor (call 5: ~40 us at 3.8 TB/s). One more
+ *    block per (head, table) sums the 8 G saturated partials of each side the same way.
  * 2. ws_slotsum: per table, slot t and head, one warp (lanes: d = 2 lane, 2 lane + 1) finds the
- *    slot's r range [r0, r1) (binary search, warp-uniform: the map is non-decreasing in r) and
- *    sums the row sums over it in four interleaved chains (r0 + 4 k + j, combined (0 + 1) + (2 +
- *    3)), then the saturated partials of the 8 G consumer warps in order when t is a saturated
- *    slot. Fixed orders: bitwise deterministic. The rows it reads were written by pass 1 just
- *    before (in L2). */
+ *    slot's r range [r0, r1) (ws_slot_range: 3 rounds of 32 lanes' tests) and sums the row sums
+ *    over it in eight interleaved chains (r0 + 8 k + j, combined pairwise), plus pass 1's
+ *    saturated sum when t is a saturated slot. This pass is latency-bound: its longest warp
+ *    (a saturated slot's ~65 r at v3 R 512) sets its time; call 5's version (binary searches,
+ *    4 chains, the 8 G saturated partials summed here one load at a time) took ~34 us.
+ * Fixed orders: bitwise deterministic. The rows pass 2 reads were written by pass 1 just before
+ * (in L2). */
 
-/* the first r in [lo, hi) whose slot is >= t (ge = 1) or > t (ge = 0), hi if none (binary
- * search: the map is non-decreasing in r) */
-DATTN_DEV int ws_first_r(const dattn_fwd_args &a, int lo, int hi, int t, int ge)
+/* r0 = the first r in [lo, hi) whose slot is >= t and r1 = the first whose slot is > t (hi if
+ * none), by a warp: each round the 32 lanes test the last r of 32 equal chunks of the open range
+ * and the ballot keeps the chunk of the first hit (the map is non-decreasing in r, so the
+ * tests are monotone): ~1,150 r in 3 rounds of independent loads. Warp-uniform results. */
+DATTN_DEV void ws_slot_range(const dattn_fwd_args &a, int lo, int hi, int t, int lane, int &r0, int &r1)
 {
-    while (lo < hi) {
-        const int mid = lo + (hi - lo) / 2, s = dev_slot(a, a.tab, mid);
-        if (ge ? s >= t : s > t) hi = mid;
-        else lo = mid + 1;
+    int l0 = lo, u0 = hi, l1 = lo, u1 = hi; /* the answer of search k is in [lk, uk] */
+    while (l0 < u0 || l1 < u1) {
+        const int s0 = (u0 - l0 + 31) >> 5, s1 = (u1 - l1 + 31) >> 5;
+        const int x0 = l0 + (lane + 1) * s0 - 1, x1 = l1 + (lane + 1) * s1 - 1;
+        const bool p0 = l0 < u0 && (x0 >= u0 || dev_slot(a, a.tab, x0) >= t);
+        const bool p1 = l1 < u1 && (x1 >= u1 || dev_slot(a, a.tab, x1) > t);
+        const unsigned m0 = __ballot_sync(0xffffffffu, p0), m1 = __ballot_sync(0xffffffffu, p1);
+        if (l0 < u0) {
+            if (!m0) l0 = u0;
+            else {
+                const int j = __ffs(m0) - 1, xe = l0 + (j + 1) * s0 - 1;
+                l0 += j * s0;
+                u0 = xe < u0 ? xe : u0;
+            }
+        }
+        if (l1 < u1) {
+            if (!m1) l1 = u1;
+            else {
+                const int j = __ffs(m1) - 1, xe = l1 + (j + 1) * s1 - 1;
+                l1 += j * s1;
+                u1 = xe < u1 ? xe : u1;
+            }
+        }
     }
-    return lo;
+    r0 = l0;
+    r1 = l1;
 }
 
-/* grid (ceil(NK 1024 / 256), H, 2 tables), 256 threads */
+/* grid (NK 4 + 1, H, 2 tables), 256 threads; the last block of x sums the saturated partials
+ * of the 8 G consumer warps (k ascending) into warp 0's, in place */
 DATTN_DEV void ws_rowsum_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
     const int NG = A.tcg, NK = 2 * ws_nkh(a) + 2, h = blockIdx.y;
-    const int i = blockIdx.x * 256 + threadIdx.x; /* float4 index in one partial */
-    if (i >= NK * 1024) return;
+    if (blockIdx.x == 4 * NK) {
+        if (threadIdx.x >= 128) return;
+        float *sp = (blockIdx.z ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128 +
+                    threadIdx.x;
+        const int nk = NG * 8;
+        float s = sp[0];
+        int k = 1;
+        for (; k + 8 <= nk; k += 8) {
+            float u[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) u[j] = sp[(int64_t)(k + j) * 128];
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += u[j];
+        }
+        for (; k < nk; k++) s += sp[(int64_t)k * 128];
+        sp[0] = s;
+        return;
+    }
+    const int i = blockIdx.x * 256 + threadIdx.x; /* float4 index in one partial (NK 1024 of them) */
     float4 *part = (float4 *)((blockIdx.z ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096) + i;
     const int64_t ps = (int64_t)NK * 1024, np = 2 * NG;
     float4 s = part[0];
@@ -936,42 +979,46 @@ DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
     /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
     const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
     const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
-    const int r0 = ws_first_r(a, rlo, rhi + 1, t, 1), r1 = ws_first_r(a, rlo, rhi + 1, t, 0);
+    int r0, r1;
+    ws_slot_range(a, rlo, rhi + 1, t, threadIdx.x & 31, r0, r1);
     /* partial 0's rows hold the row sums (pass 1); row qq = r' + 63 + 64 nkh, r' = KV ? -r : r */
     const float *rs = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
-    float2 c[4] = {{0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}, {0.f, 0.f}};
+    float2 c[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) c[j] = make_float2(0.f, 0.f);
     const int qs = KV ? -1 : 1, qa = (KV ? -r0 : r0) + 63 + 64 * nkh; /* row of r0, its step per r */
     int r = r0;
-    for (; r + 4 <= r1; r += 4) {
-        float2 u[4];
+    for (; r + 8 <= r1; r += 8) {
+        float2 u[8];
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 8; j++) {
             const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
             u[j] = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
         }
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < 8; j++) {
             c[j].x += u[j].x;
             c[j].y += u[j].y;
         }
     }
 #pragma unroll
-    for (int j = 0; j < 3; j++)
+    for (int j = 0; j < 7; j++)
         if (r + j < r1) {
             const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
             const float2 u = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
             c[j].x += u.x;
             c[j].y += u.y;
         }
-    float s0 = (c[0].x + c[1].x) + (c[2].x + c[3].x), s1 = (c[0].y + c[1].y) + (c[2].y + c[3].y);
+    float s0 = ((c[0].x + c[1].x) + (c[2].x + c[3].x)) + ((c[4].x + c[5].x) + (c[6].x + c[7].x));
+    float s1 = ((c[0].y + c[1].y) + (c[2].y + c[3].y)) + ((c[4].y + c[5].y) + (c[6].y + c[7].y));
+    /* the saturated partials' sum (pass 1's last block) */
     const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
     for (int sd = 0; sd < 2; sd++)
-        if (t == (sd ? a.sat_pos : a.sat_neg))
-            for (int k = 0; k < NG * 8; k++) {
-                const float2 u = *(const float2 *)(sp + (int64_t)k * 128 + 64 * sd + d);
-                s0 += u.x;
-                s1 += u.y;
-            }
+        if (t == (sd ? a.sat_pos : a.sat_neg)) {
+            const float2 u = *(const float2 *)(sp + 64 * sd + d);
+            s0 += u.x;
+            s1 += u.y;
+        }
     if (KV) {
         st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s0);
         st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d + 1, s1);
@@ -1066,7 +1113,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     }
     if (!a.c2p) return cudaSuccess;
     const int nr = (int)(((int64_t)a.R + 63) / 64), nl = (a.L + 63) / 64 + 1, NK = 2 * (nr < nl ? nr : nl) + 2; /* ws_nkh */
-    dattn_bwd_ws_rowsum<<<dim3((unsigned)((NK * 1024 + 255) / 256), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
+    dattn_bwd_ws_rowsum<<<dim3((unsigned)(4 * NK + 1), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     const dim3 grid((unsigned)((2 * a.S + 7) / 8), (unsigned)a.H, 2u);
     if (bf) dattn_bwd_ws_slotsum_bf16<<<grid, 256, 0, stream>>>(*A);
