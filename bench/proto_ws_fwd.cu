@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "half.h"  /* tests/: the fp16 codecs of the tests */
 #include "tsm90.h" /* tests/: tsm90_need (the sm_90 gate, exit 77) and CK (a failing CUDA call exits) */
 
 #ifndef PROTO_FWD_NST
@@ -197,21 +198,6 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         }
 }
 
-static uint16_t to_h(float f)
-{
-    _Float16 x = (_Float16)f;
-    uint16_t r;
-    memcpy(&r, &x, 2);
-    return r;
-}
-
-static float from_h(uint16_t u)
-{
-    _Float16 x;
-    memcpy(&x, &u, 2);
-    return (float)x;
-}
-
 static int n_pass, n_fail;
 
 /* one configuration: random fp16 inputs (seeded, printed), the kernel, the float64 reference
@@ -231,9 +217,9 @@ static int run(int B, int L, int H, int check, int reps)
     float *hl = (float *)malloc(nr * 4);
     for (size_t i = 0; i < n; i++) {
         /* q, k scaled so that the rows' scores spread over several units (a peaked softmax) */
-        hq[i] = to_h(2.f * ((float)rand() / RAND_MAX - 0.5f) * 1.5f);
-        hk[i] = to_h(2.f * ((float)rand() / RAND_MAX - 0.5f) * 1.5f);
-        hv[i] = to_h(2.f * ((float)rand() / RAND_MAX - 0.5f));
+        hq[i] = th_double_to_f16(2.f * ((float)rand() / RAND_MAX - 0.5f) * 1.5f);
+        hk[i] = th_double_to_f16(2.f * ((float)rand() / RAND_MAX - 0.5f) * 1.5f);
+        hv[i] = th_double_to_f16(2.f * ((float)rand() / RAND_MAX - 0.5f));
     }
     uint16_t *dq, *dk, *dv, *dout;
     float *dl;
@@ -283,7 +269,7 @@ static int run(int B, int L, int H, int check, int reps)
                     for (int j = 0; j < L; j++) {
                         const uint16_t *kj = hk + (((size_t)bb * L + j) * H + hh) * 64;
                         double sc = 0.0;
-                        for (int d = 0; d < 64; d++) sc += (double)from_h(qi[d]) * (double)from_h(kj[d]);
+                        for (int d = 0; d < 64; d++) sc += th_f16_to_double(qi[d]) * th_f16_to_double(kj[d]);
                         p[j] = sc / 8.0;
                         m = p[j] > m ? p[j] : m;
                     }
@@ -291,14 +277,14 @@ static int run(int B, int L, int H, int check, int reps)
                     lref[((size_t)bb * H + hh) * L + i] = m + log(sum);
                     for (int d = 0; d < 64; d++) {
                         double acc = 0.0;
-                        for (int j = 0; j < L; j++) acc += p[j] * (double)from_h(hv[(((size_t)bb * L + j) * H + hh) * 64 + d]);
+                        for (int j = 0; j < L; j++) acc += p[j] * th_f16_to_double(hv[(((size_t)bb * L + j) * H + hh) * 64 + d]);
                         const double r = acc / sum;
                         ref[(((size_t)bb * L + i) * H + hh) * 64 + d] = r;
                         omax = fabs(r) > omax ? fabs(r) : omax;
                     }
                 }
         for (size_t i = 0; i < n; i++) {
-            const double e = fabs((double)from_h(ho[i]) - ref[i]);
+            const double e = fabs(th_f16_to_double(ho[i]) - ref[i]);
             if (!(e <= 4e-3 * omax)) nbad_o++;
             oerr = e > oerr || e != e ? e : oerr;
         }

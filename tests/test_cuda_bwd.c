@@ -471,14 +471,38 @@ static void sweep_tc(void)
     run_b(&c, NULL, NULL, 1);
 }
 
+/* the ws kernels on packed calls (also alone: --sweep wspacked) */
+static void sweep_ws_packed(void)
+{
+    /* packed (cu_seqlens on the device): a sequence's row blocks past its length skipped, boxes
+     * and tiles that cross into the next sequence's tokens (their P = 0), empty sequences,
+     * max_seqlen above every length, random lengths, every position kind and none, dropout,
+     * several row blocks per CTA (H 44: G = 3) */
+    static const int64_t pl1[] = {200, 0, 37, 129, 64, 1}, pl2[] = {300, 257, 0, 31}, pl3[] = {640, 130};
+    static const struct {
+        int bf, B, L, H, pos, drop_pct;
+        const int64_t *lens;
+    } pk[] = {{0, 6, 200, 2, 0, 0, pl1},  {1, 4, 333, 2, 1, 0, pl2}, {0, 4, 300, 2, 2, 0, NULL},
+              {0, 2, 640, 2, -1, 0, pl3}, {1, 6, 200, 2, 0, 10, pl1}, {0, 4, 300, 2, 2, 25, pl2},
+              {1, 3, 129, 44, 0, 0, NULL}};
+    for (int i = 0; i < (int)(sizeof pk / sizeof pk[0]); i++) {
+        tcase c = mk(pk[i].bf ? DATTN_BF16 : DATTN_F16, pk[i].B, pk[i].L, pk[i].H, 64);
+        c.layout = DATTN_LAYOUT_PACKED;
+        c.lens = pk[i].lens;
+        c.variant = i % 3; /* (contig, fused, trans: mappable) */
+        if (pk[i].pos < 0) c.pos_att = 0;
+        else set_pos(&c, pk[i].pos);
+        c.dropout = (float)pk[i].drop_pct / 100.f;
+        run_b(&c, NULL, NULL, i % 2);
+    }
+}
+
 /* 9. The warp-specialized backward (sm_90; launch.cu bwd_ws_call: padded (any mask), dropout,
  * D 64, fp16 / bf16, both position terms or none): L
  * across its 128-row blocks and 64-column tiles (keys and rows past L), every position kind (band
  * tiles in the linear and log zones, saturated tiles on both sides), every mask pattern with both
  * padded-row modes, every tensor layout (its TMA maps), several row blocks per CTA (many heads: G
  * = 132 / H groups per head), dropout; determinism on every other case. */
-static void sweep_ws_packed(void);
-
 static void sweep_ws(void)
 {
     static const int64_t Ls[] = {1, 17, 64, 65, 127, 128, 129, 200, 257, 383, 640};
@@ -533,32 +557,6 @@ static void sweep_ws(void)
     set_pos(&c, 2);
     run_b(&c, NULL, NULL, 0);
     sweep_ws_packed();
-}
-
-/* the ws kernels on packed calls (also alone: --sweep wspacked) */
-static void sweep_ws_packed(void)
-{
-    /* packed (cu_seqlens on the device): a sequence's row blocks past its length skipped, boxes
-     * and tiles that cross into the next sequence's tokens (their P = 0), empty sequences,
-     * max_seqlen above every length, random lengths, every position kind and none, dropout,
-     * several row blocks per CTA (H 44: G = 3) */
-    static const int64_t pl1[] = {200, 0, 37, 129, 64, 1}, pl2[] = {300, 257, 0, 31}, pl3[] = {640, 130};
-    static const struct {
-        int bf, B, L, H, pos, drop_pct;
-        const int64_t *lens;
-    } pk[] = {{0, 6, 200, 2, 0, 0, pl1},  {1, 4, 333, 2, 1, 0, pl2}, {0, 4, 300, 2, 2, 0, NULL},
-              {0, 2, 640, 2, -1, 0, pl3}, {1, 6, 200, 2, 0, 10, pl1}, {0, 4, 300, 2, 2, 25, pl2},
-              {1, 3, 129, 44, 0, 0, NULL}};
-    for (int i = 0; i < (int)(sizeof pk / sizeof pk[0]); i++) {
-        tcase c = mk(pk[i].bf ? DATTN_BF16 : DATTN_F16, pk[i].B, pk[i].L, pk[i].H, 64);
-        c.layout = DATTN_LAYOUT_PACKED;
-        c.lens = pk[i].lens;
-        c.variant = i % 3; /* (contig, fused, trans: mappable) */
-        if (pk[i].pos < 0) c.pos_att = 0;
-        else set_pos(&c, pk[i].pos);
-        c.dropout = (float)pk[i].drop_pct / 100.f;
-        run_b(&c, NULL, NULL, i % 2);
-    }
 }
 
 /* ---------------------------------------------------------------- CUDA == CPU */

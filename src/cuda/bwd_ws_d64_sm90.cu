@@ -106,12 +106,15 @@ enum {
     WS_SMEM = WS_KB + 2048
 };
 
-/* the row-frame blocks' offset nkh (launch.cu sizes the workspace with the same formula) */
-DATTN_DEV int ws_nkh(const dattn_fwd_args &a)
+/* the row-frame blocks' offset nkh of a call with length L and slot-map reach R (host and
+ * device: the kernels' frame, the workspace size, the reduce's grid) */
+static __host__ __device__ __forceinline__ int ws_nkh_of(int L, int R)
 {
-    const int r = (int)(((int64_t)a.R + 63) / 64), l = (a.L + 63) / 64 + 1;
+    const int r = (int)(((int64_t)R + 63) / 64), l = (L + 63) / 64 + 1;
     return r < l ? r : l;
 }
+
+DATTN_DEV int ws_nkh(const dattn_fwd_args &a) { return ws_nkh_of(a.L, a.R); }
 
 /* x, opaque to the compiler: the band tile's per-thread address bases pass through it each tile
  * (else ~200 hoisted addresses / predicates spill) */
@@ -360,8 +363,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     }                                                                                              \
     const int tb = PK ? 0 : b, ui = PK ? nu : u - u0;                                              \
     (void)tb
-    /* row (b, i) of the workspace row arrays (ws_row) */
-#define WS_ROW(i_) (PK ? ws_row(A, b, h, tok0, (i_)) : ((int64_t)b * a.H + h) * a.L + (i_))
+    /* row (b, i) of the workspace row arrays (ws_row, the layout fixed by PK) */
+#define WS_ROW(i_) ws_row_of<PK>(A, b, h, tok0, (i_))
     const int pos = a.c2p; /* (c2p == p2c on this path) */
     /* (the pointers below are formed where they are used, from the parameters: nothing held in
      * the consumers' registers across the tile loop) tables: row side TR (dq kernel pk, dkdv
@@ -925,7 +928,7 @@ DATTN_DEV void ws_rowsum_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
     const int NG = A.tcg, NK = 2 * ws_nkh(a) + 2, h = blockIdx.y;
-    if (blockIdx.x == 4 * NK) {
+    if ((int)blockIdx.x == 4 * NK) {
         if (threadIdx.x >= 128) return;
         float *sp = (blockIdx.z ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128 +
                     threadIdx.x;
@@ -967,6 +970,12 @@ extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_rowsum(const __gr
     ws_rowsum_body(A);
 }
 
+/* d, d + 1 of frame row qq's sum (pass 1's rows, in the staging layout's swizzle; d even) */
+DATTN_DEV float2 ws_row_sum(const float *rs, int qq, int d)
+{
+    return *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (qq & 7)) + (d & 3));
+}
+
 /* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq); grid (ceil(2S / 8), H, 2 tables),
  * 256 threads: warp w the slot 8 blockIdx.x + w */
 template <int DT, int KV>
@@ -991,10 +1000,7 @@ DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
     for (; r + 8 <= r1; r += 8) {
         float2 u[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
-            u[j] = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
-        }
+        for (int j = 0; j < 8; j++) u[j] = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             c[j].x += u[j].x;
@@ -1004,8 +1010,7 @@ DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
 #pragma unroll
     for (int j = 0; j < 7; j++)
         if (r + j < r1) {
-            const int qq = qa + qs * (r - r0 + j), tt = qq & 63;
-            const float2 u = *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (tt & 7)) + (d & 3));
+            const float2 u = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
             c[j].x += u.x;
             c[j].y += u.y;
         }
@@ -1044,8 +1049,7 @@ extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_slotsum_bf16(cons
 /* Floats of one table's partials (launch.cu's workspace layout): H G (2 NK 4096 + 8 128). */
 extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R)
 {
-    const int r = (int)(((int64_t)R + 63) / 64), l = (L + 63) / 64 + 1, nkh = r < l ? r : l;
-    return (size_t)H * (size_t)G * ((size_t)2 * (2 * nkh + 2) * 4096 + 8 * 128);
+    return (size_t)H * (size_t)G * ((size_t)2 * (2 * ws_nkh_of(L, R) + 2) * 4096 + 8 * 128);
 }
 
 extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
@@ -1112,7 +1116,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (!a.c2p) return cudaSuccess;
-    const int nr = (int)(((int64_t)a.R + 63) / 64), nl = (a.L + 63) / 64 + 1, NK = 2 * (nr < nl ? nr : nl) + 2; /* ws_nkh */
+    const int NK = 2 * ws_nkh_of(a.L, a.R) + 2;
     dattn_bwd_ws_rowsum<<<dim3((unsigned)(4 * NK + 1), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
     const dim3 grid((unsigned)((2 * a.S + 7) / 8), (unsigned)a.H, 2u);

@@ -157,10 +157,17 @@ typedef struct dattn_bwd_args {
     float inv_scale;          /* 1 / scale */
 } dattn_bwd_args;
 
+/* PK: the layout known at compile time (1 packed, 0 padded) */
+template <int PK>
+DATTN_DEV int64_t ws_row_of(const dattn_bwd_args &A, int b, int h, int tok0, int i)
+{
+    if (PK) return (int64_t)h * A.T + tok0 + i;
+    return ((int64_t)b * A.f.H + h) * A.f.L + i;
+}
+
 DATTN_DEV int64_t ws_row(const dattn_bwd_args &A, int b, int h, int tok0, int i)
 {
-    if (A.f.packed) return (int64_t)h * A.T + tok0 + i;
-    return ((int64_t)b * A.f.H + h) * A.f.L + i;
+    return A.f.packed ? ws_row_of<1>(A, b, h, tok0, i) : ws_row_of<0>(A, b, h, tok0, i);
 }
 
 #endif
