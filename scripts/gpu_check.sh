@@ -6,11 +6,12 @@
 #   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san] [--train | --no-train]
 #   --no-bench: no timing steps (bench, bwd-bench, train-bench): tests, sanitizers, parity,
 #            pytest, finetune-e2e and the demo only
-#   --train: only the training steps (build, pytest of tests/python/test_train.py on
-#            CUDA, train-bench, finetune-e2e), about 5 min
-#   --no-train: everything but train-bench and finetune-e2e (about 8 min). The whole runner
-#            no longer fits one 10-minute device call: run it as two calls on one commit,
-#            `--no-train` then `--train` (each writes its own summary under its own OUT)
+#   --train: only the Python steps (build, pytest of tests/python on CUDA, bwd-bench,
+#            train-bench, finetune-e2e, the demo), about 5-6 min
+#   --no-train: everything else: the C tests, sanitizers, SASS checks, parity and the forward
+#            bench (about 8.5 min on a cold machine). The whole runner no longer fits one
+#            10-minute device call: run it as two calls on one commit, `--no-train` then
+#            `--train` (each writes its own summary under its own OUT)
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
 #   GPU_CHECK_BWD_PATHS="tc3g ..."  backward paths swept and sanitized again after the
 #            default (default "tc3g"; the default itself is the ws kernels on the H200)
@@ -328,16 +329,17 @@ fi
 # 5. pytest on CUDA (the Python layer's suite, when present): forward and, now that the
 #    CUDA backward exists, gradients (tests/python/conftest.py asks the library whether the
 #    backward runs on the device; where it would not, the gradient part is SKIPPED).
+#    It runs in the --train call (the --no-train call's C sweeps and sanitizers fill its
+#    budget on a cold machine), so does 5b and 6b.
 PYTESTS=tests/python
-[ $TRAIN -eq 1 ] && PYTESTS=tests/python/test_train.py
-if [ -d tests/python ]; then
+if [ -d tests/python ] && [ $NOTRAIN -eq 0 ]; then
   step "pytest(cuda)" 300 env DATTN_LIBRARY="$(pwd)/build/libdattn.so" PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" \
     python3 -m pytest -q -rfEs -k cuda -p no:cacheprovider $PYTESTS
   grep -E "^[0-9]+ (passed|failed)" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 
 # 5b. forward+backward timing against SDPA flash (the first, simple CUDA backward)
-if [ -d python/dattn ] && [ $TRAIN -eq 0 ] && [ $BENCH -eq 1 ]; then
+if [ -d python/dattn ] && [ $NOTRAIN -eq 0 ] && [ $BENCH -eq 1 ]; then
   step "bwd-bench" 200 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_bwd_bench.py --json "$OUT/bwd_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
@@ -365,7 +367,7 @@ fi
 
 # 6b. the README main job on the GPU (python -m dattn demo: v3-base-shaped model, dattn vs
 #     transformers, parity + speed)
-if [ -d python/dattn ] && [ $TRAIN -eq 0 ]; then
+if [ -d python/dattn ] && [ $NOTRAIN -eq 0 ]; then
   step "demo(cuda)" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 -m dattn demo --device cuda --quiet
 fi
