@@ -66,6 +66,7 @@
 #include "common.cuh"
 #include "sm90.cuh"
 #include "tma.cuh"
+#include "ws_band.cuh"
 
 #include <cuda_runtime.h>
 
@@ -98,7 +99,6 @@ enum {
     WS_RC = WS_RR + 32768,
     WS_C = WS_RC + 32768,
     WS_D = WS_C + 32768,
-    WS_DP = 72, /* D's pitch in floats: the gathers' stores 2-way, its 64-bit reads conflict-free */
     WS_CF = WS_D + 2 * 64 * WS_DP * 4,
     WS_BAR = WS_CF + 2048,
     WS_MK = WS_BAR + 64,
@@ -115,14 +115,6 @@ static __host__ __device__ __forceinline__ int ws_nkh_of(int L, int R)
 }
 
 DATTN_DEV int ws_nkh(const dattn_fwd_args &a) { return ws_nkh_of(a.L, a.R); }
-
-/* x, opaque to the compiler: the band tile's per-thread address bases pass through it each tile
- * (else ~200 hoisted addresses / predicates spill) */
-DATTN_DEV int ws_opaque(int x)
-{
-    asm volatile("" : "+r"(x));
-    return x;
-}
 
 /* One tile's P and dS from sa = X Y^T (with a band tile's terms already added) and dp = Z W^T
  * of a warpgroup (a thread's elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e &
@@ -245,65 +237,12 @@ DATTN_DEV void ws_keep_words(const dattn_fwd_args &a, char *kb, uint32_t bh, int
     }
 }
 
-/* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
-template <int BF>
-DATTN_DEV void ws_window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db0, uint64_t db1)
-{
-    for (int ks = 0; ks < 4; ks++) {
-        wgmma_ss<64, BF, 0, 0>(gw[0], desc_add(da, 32 * ks), desc_add(db0, 32 * ks), ks > 0);
-        wgmma_ss<64, BF, 0, 0>(gw[1], desc_add(da, 32 * ks), desc_add(db1, 32 * ks), ks > 0);
-    }
-}
-
 /* sa = X Y^T, dp = Z W^T over the tile (K = 64) */
 template <int BF>
 DATTN_DEV void ws_s_dp_products(float (&sa)[8][4], float (&dp)[8][4], uint64_t dx, uint64_t dy, uint64_t dz, uint64_t dw)
 {
     for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(sa, desc_add(dx, 32 * ks), desc_add(dy, 32 * ks), ks > 0);
     for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(dp, desc_add(dz, 32 * ks), desc_add(dw, 32 * ks), ks > 0);
-}
-
-/* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c)
-{
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = gw[hh][nb][e];
-            }
-}
-
-/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
-template <int ADD>
-DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
-{
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
-                if ((unsigned)rl < 64u) {
-                    if (ADD) dg[rl * WS_DP + cl] += gw[hh][nb][e];
-                    else dg[rl * WS_DP + cl] = gw[hh][nb][e];
-                }
-            }
-}
-
-/* sa += D (the thread's own elements) */
-DATTN_DEV void ws_add_d(float (&sa)[8][4], const float *dg, int rl0, int c)
-{
-    for (int nb = 0; nb < 8; nb++)
-        for (int i = 0; i < 2; i++) {
-            const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * WS_DP + 8 * nb + 2 * c);
-            sa[nb][2 * i] += v.x;
-            sa[nb][2 * i + 1] += v.y;
-        }
 }
 
 /* At a band tile's start (while its first products run): the previous band tile's bulk
@@ -315,15 +254,6 @@ DATTN_DEV void ws_band_reuse(char *cb, int tw, int cw)
     bar_sync_named(1 + cw, 128);
     const uint4 zero = {0u, 0u, 0u, 0u};
     for (int i = 0; i < 8; i++) *(uint4 *)(cb + 16 * (tw + 128 * i)) = zero;
-}
-
-/* Whether any pair of rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band |r| < R
- * (r = i - j; the dkdv kernel's rows are keys: r = column - row). */
-template <int KV>
-DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
-{
-    const int rmin = KV ? n0 - (m0 + rows - 1) : m0 - (n0 + 63), rmax = KV ? n0 + 63 - m0 : m0 + rows - 1 - n0;
-    return !(rmin >= R || rmax <= -R);
 }
 
 template <int BF, int KV, int MSK, int DRP, int PK>

@@ -1,0 +1,85 @@
+/* The band tile's window products and gathers, shared by the warp-specialized Hopper kernels
+ * (bwd_ws_d64_sm90.cu's dq / dkdv kernels, fwd_ws_d64_sm90.cu's forward): a consumer warpgroup
+ * of 64 rows against a tile of 64 columns, with the rows of the two tables (pk, pq) for the
+ * tile's relative positions r = row - column staged in shared memory as ring blocks of 64
+ * table rows (u = row - column + 63 in 0..126 spans two blocks: u 0..63, 64..127). The window
+ * products G = rows . ring (the row side's table) and H = columns . ring (the column side's)
+ * are gathered into the tile's layout through a shared fp32 tile D (pitch WS_DP floats). */
+#ifndef DATTN_CUDA_WS_BAND_CUH
+#define DATTN_CUDA_WS_BAND_CUH
+
+#include "sm90.cuh"
+
+enum { WS_DP = 72 /* D's pitch in floats: the gathers' stores 2-way, its 64-bit reads conflict-free */ };
+
+/* x, opaque to the compiler: the band tile's per-thread address bases pass through it each tile
+ * (else ~200 hoisted addresses / predicates spill) */
+DATTN_DEV int ws_opaque(int x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+/* gw = A . ring blocks: the window products of both halves (u 0..63, 64..127), K = 64 */
+template <int BF>
+DATTN_DEV void ws_window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db0, uint64_t db1)
+{
+    for (int ks = 0; ks < 4; ks++) {
+        wgmma_ss<64, BF, 0, 0>(gw[0], desc_add(da, 32 * ks), desc_add(db0, 32 * ks), ks > 0);
+        wgmma_ss<64, BF, 0, 0>(gw[1], desc_add(da, 32 * ks), desc_add(db1, 32 * ks), ks > 0);
+    }
+}
+
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
+DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
+                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = gw[hh][nb][e];
+            }
+}
+
+/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
+template <int ADD>
+DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++)
+#pragma unroll
+        for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int cl = rl0 + 8 * (e >> 1), rl = 64 * hh + 8 * nb + 2 * c + (e & 1) + cl - 63;
+                if ((unsigned)rl < 64u) {
+                    if (ADD) dg[rl * WS_DP + cl] += gw[hh][nb][e];
+                    else dg[rl * WS_DP + cl] = gw[hh][nb][e];
+                }
+            }
+}
+
+/* sa += D (the thread's own elements) */
+DATTN_DEV void ws_add_d(float (&sa)[8][4], const float *dg, int rl0, int c)
+{
+    for (int nb = 0; nb < 8; nb++)
+        for (int i = 0; i < 2; i++) {
+            const float2 v = *(const float2 *)(dg + (rl0 + 8 * i) * WS_DP + 8 * nb + 2 * c);
+            sa[nb][2 * i] += v.x;
+            sa[nb][2 * i + 1] += v.y;
+        }
+}
+
+/* Whether any pair of rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band |r| < R
+ * (r = i - j; the dkdv kernel's rows are keys: r = column - row). */
+template <int KV>
+DATTN_DEV int ws_is_band(int m0, int rows, int n0, int R)
+{
+    const int rmin = KV ? n0 - (m0 + rows - 1) : m0 - (n0 + 63), rmax = KV ? n0 + 63 - m0 : m0 + rows - 1 - n0;
+    return !(rmin >= R || rmax <= -R);
+}
+
+#endif
