@@ -139,7 +139,7 @@ class DattnFwd:
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
                   ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1c", "sm90w1c"),
-                  ("w1g", "sm90w1g"), ("w1h", "sm90w1h"))
+                  ("w1g", "sm90w1g"), ("w1h", "sm90w1h"), ("ws", "ws"))
 
 
 def bench(fn, rep=200):
@@ -663,12 +663,21 @@ def main():
             "dattn_ms", "dattn_w1g_ms", "dattn_w1h_ms", "dattn_nopos_ms", "dattn_nopos_w1g_ms",
             "dattn_nopos_w1h_ms", "dattn_satmost_ms", "dattn_satmost_w1g_ms", "dattn_satmost_w1h_ms",
             "dattn_allband_ms", "dattn_allband_w1g_ms", "dattn_allband_w1h_ms")))
+    # the warp-specialized forward (DATTN_CUDA_FWD=ws) against the default and torch
+    print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
+        "shape", "dattn", "ws", "nopos", "nopos_ws", "sat_ws", "band", "band_ws", "ws/flash", "ws/cudnn"))
+    for r in res["op"]:
+        w, fl, cu = r.get("dattn_ws_ms"), r.get("sdpa_flash_ms"), r.get("sdpa_cudnn_ms")
+        print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
+            "dattn_ms", "dattn_ws_ms", "dattn_nopos_ms", "dattn_nopos_ws_ms", "dattn_satmost_ws_ms",
+            "dattn_allband_ms", "dattn_allband_ws_ms")) + " %9.3f %9.3f" % (w / fl if w and fl else 0, w / cu if w and cu else 0))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
           "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
           "w1b columns DATTN_CUDA_FWD=sm90w1b (the lean loop alone), w1c columns "
           "DATTN_CUDA_FWD=sm90w1c (the previous default: saturated p2c constants in the accumulators), "
-          "w1g / w1h columns DATTN_CUDA_FWD=sm90w1g / sm90w1h (the default's two instances: w1h at L <= 512)" % res["dattn_default_path"])
+          "w1g / w1h columns DATTN_CUDA_FWD=sm90w1g / sm90w1h (the default's two instances: w1h at L <= 512), "
+          "ws columns DATTN_CUDA_FWD=ws (the warp-specialized forward)" % res["dattn_default_path"])
     print_encoder(res)
     print_fp32(res)
 

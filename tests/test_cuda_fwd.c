@@ -53,6 +53,11 @@
  *   every unforced case with DATTN_CUDA_FWD=sm80 (the mma.sync kernel). Without --path
  *   the library chooses (on an H100/H200: the wgmma kernel for those cases), or an outside
  *   DATTN_CUDA_FWD applies to every case without a forced path of its own.
+ * --path ws: the cases the warp-specialized forward runs (ws_case) with DATTN_CUDA_FWD=ws
+ *   (UNSUPPORTED fails them), first its own sweep (ws_cases: every edge length 1..2049 against
+ *   its 128-row blocks and 64-key tiles, both dtypes, every slot map, with and without position
+ *   terms, both layouts, sampled rows at 8K), then every other case: the eligible ones on ws,
+ *   the rest on the library's choice. With --quick: its small cases alone (compute-sanitizer).
  * --same-as NAME (with --path sm90*): every case forced onto --path runs a second time with
  *   DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be bitwise equal, e.g.
  *   --path sm90w1d --same-as sm90w1b.
@@ -200,10 +205,20 @@ typedef struct tcase {
     float drop;          /* dropout_p (needs ref64, which applies dattn_dropout_keep) */
 } tcase;
 
+/* The cases the warp-specialized forward runs (launch.cu, DATTN_CUDA_FWD=ws: fp16/bf16, D 64,
+ * padded, no mask, no dropout, c2p and p2c both or neither, 16-byte aligned rows; every slot
+ * map of set_pos is monotone): --path ws pins them there (UNSUPPORTED would fail the case). */
+static int ws_case(const tcase *t)
+{
+    return t->dtype != DATTN_F32 && t->D == 64 && !t->packed && t->mask == MASK_NONE && !(t->drop > 0.f) &&
+           (t->pos_att == 0 || t->pos_att == 3) && t->lay != LAY_UNALIGNED;
+}
+
 /* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
 static const char *case_force(const tcase *t)
 {
     if (t->force) return t->force;
+    if (path && !strcmp(path, "ws")) return ws_case(t) ? path : NULL;
     if (path && !strncmp(path, "sm90", 4))
         return t->dtype != DATTN_F32 && (t->D == 64 || t->D == 128) && t->lay != LAY_UNALIGNED ? path : NULL;
     return path;
@@ -1373,6 +1388,42 @@ static void tf32_cases(int q, uint64_t *cs)
 #undef T32_NEXT
 }
 
+/* --path ws: the warp-specialized forward's own sweep (its cases: ws_case). Lengths across its
+ * 128-row blocks and 64-key tiles (a last tile of 1 key, of 63, a second warpgroup without
+ * rows, ...), both dtypes, the three slot maps (v3 log: band and saturated tiles from L 513; the
+ * small log map saturates from |r| 32: saturated tiles of both sides early; linear), with and
+ * without position terms, contiguous and fused (qkv) layouts; all rows checked, then sampled
+ * rows at 8K. quick: a few small cases (sanitizers). */
+static void ws_cases(int quick, uint64_t *cs)
+{
+#define WS_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
+    static const int Ls[] = {1, 2, 7, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 383, 511, 512, 513, 640, 1031, 2049};
+    const int nL = quick ? 3 : (int)(sizeof Ls / sizeof Ls[0]);
+    static const int qL[] = {65, 200, 300};
+    int cyc = 0;
+    for (int dti = 0; dti < 2; dti++)
+        for (int li = 0; li < nL; li++)
+            for (int pk = 0; pk < 3; pk++, cyc++) {
+                tcase t = base_case(dti ? DATTN_BF16 : DATTN_F16, 64, 2, 2, quick ? qL[li] : Ls[li]);
+                set_pos(&t, quick ? 2 : pk);
+                t.pos_att = cyc % 7 == 3 ? 0 : 3;
+                if (cyc % 4 == 1) t.lay = LAY_FUSED;
+                if (quick && pk) break;
+                run_case(&t, WS_NEXT, NULL, NULL);
+            }
+    if (quick) return;
+    tcase t = base_case(DATTN_F16, 64, 3, 5, 700); /* odd B, H */
+    run_case(&t, WS_NEXT, NULL, NULL);
+    t = base_case(DATTN_BF16, 64, 2, 2, 8192);
+    t.sample = 48;
+    run_case(&t, WS_NEXT, NULL, NULL);
+    t = base_case(DATTN_F16, 64, 1, 2, 8192);
+    t.sample = 32;
+    set_pos(&t, 2);
+    run_case(&t, WS_NEXT, NULL, NULL);
+#undef WS_NEXT
+}
+
 int main(int argc, char **argv)
 {
     uint64_t seed = 0;
@@ -1414,8 +1465,8 @@ int main(int argc, char **argv)
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
         strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c") &&
         strcmp(path, "sm90w1d") && strcmp(path, "sm90w1e") && strcmp(path, "sm90w1f") &&
-        strcmp(path, "sm90w1g") && strcmp(path, "sm90w1h")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f, sm90w1g or sm90w1h\n");
+        strcmp(path, "sm90w1g") && strcmp(path, "sm90w1h") && strcmp(path, "ws")) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f, sm90w1g, sm90w1h or ws\n");
         return 2;
     }
     if (lse_tol >= 0.0 && !same_as) {
@@ -1449,6 +1500,13 @@ int main(int argc, char **argv)
         f32_cases(quick, &cs);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
+    }
+    if (path && !strcmp(path, "ws")) {
+        ws_cases(quick, &cs);
+        if (quick) {
+            printf("%d passed, %d failed\n", n_pass, n_fail);
+            return n_fail ? 1 : 0;
+        }
     }
     if (quick) {
         /* small shapes for compute-sanitizer: every path once */

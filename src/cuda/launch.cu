@@ -40,7 +40,11 @@
  *           product (one bf16 k16 step: ones x the keys' (hi, lo) pairs, which the kps prologue
  *           then writes instead of fp32 sums, same workspace); not bitwise sm90w1c (hi + lo
  *           is the fp32 constant to ~2^-16 relative);
- *   sm90w1h  sm90w1g with sm90w1e's leaner band-tile overheads (bitwise sm90w1g).
+ *   sm90w1h  sm90w1g with sm90w1e's leaner band-tile overheads (bitwise sm90w1g);
+ *   ws      the warp-specialized forward (fwd_ws_d64_sm90.cu: sm_90, fp16 / bf16, D = 64,
+ *           padded, no mask, no dropout, c2p and p2c both or neither, TMA-mappable rows); a
+ *           call it cannot run returns UNSUPPORTED instead of falling back. The default takes
+ *           it for such calls at L > FWD_WS_MIN_L (below).
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -159,6 +163,7 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
 extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R);
 extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int dry, cudaStream_t stream);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -576,6 +581,12 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #define SM90_W1H_MAX_L 512
 #endif
 
+/* The default forward takes the warp-specialized kernel (DATTN_CUDA_FWD=ws) for the calls it
+ * runs at L above this; the calls below keep the wgmma forward above. */
+#ifndef FWD_WS_MIN_L
+#define FWD_WS_MIN_L 0x7fffffff
+#endif
+
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
 #define SM90_BN 128
 
@@ -786,6 +797,19 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
                                "9.0 (this device: %d.%d), fp16/bf16, head_dim 64 or 128, 16-byte aligned "
                                "rows and a monotone slot map",
                                di.major, di.minor);
+    /* the warp-specialized forward: pinned, or the default's choice above FWD_WS_MIN_L (the
+     * dry call checks the call and the tensors' maps; the kps planes come below) */
+    const int ws_pin = force && !strcmp(force, "ws");
+    int wsf = 0;
+    if (tc && di.major == 9 && di.minor == 0 && c->D == 64 && (ws_pin || (!force && c->L > FWD_WS_MIN_L)))
+        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, 1, NULL) == cudaSuccess;
+    if (ws_pin && !wsf)
+        return dattn_set_error(DATTN_UNSUPPORTED,
+                               "DATTN_CUDA_FWD=ws: the warp-specialized forward needs compute capability 9.0 "
+                               "(this device: %d.%d), fp16/bf16, head_dim 64, the padded layout without a mask "
+                               "or dropout, c2p and p2c both on or both off, 16-byte aligned rows and a "
+                               "monotone slot map",
+                               di.major, di.minor);
     if (tc && !lf) {
         lf = pick_tc((int)c->D, p->dtype == DATTN_BF16, big, &bm, &smem);
         if (!lf || smem > di.smem_optin) {
@@ -824,12 +848,14 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     cudaError_t e;
     if (kvr || vmean || kps) {
         /* the OG kernels (sm90w1g) read the kps planes as bf16 (hi, lo) pairs */
-        const int kps_hl = lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70 ||
-                           lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o86 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o86;
+        const int kps_hl = !wsf && (lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70 ||
+                           lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o86 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o86);
         if ((e = dattn_launch_fwd_prep(&a, dt, kvr, vmean, kps, kps_hl, stream)) != cudaSuccess)
             return cuda_fail(e, "forward prologue launch");
     }
-    if (tc) {
+    if (wsf) {
+        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, 0, stream);
+    } else if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
         if (e == cudaSuccess && a.drop_thr && a.hf && a.mask) {
