@@ -1393,25 +1393,25 @@ static void tf32_cases(int q, uint64_t *cs)
  * rows, ...), both dtypes, the three slot maps (v3 log: band and saturated tiles from L 513; the
  * small log map saturates from |r| 32: saturated tiles of both sides early; linear), with and
  * without position terms, contiguous and fused (qkv) layouts; all rows checked, then sampled
- * rows at 8K. quick: a few small cases (sanitizers). */
-static void ws_cases(int quick, uint64_t *cs)
+ * rows at 8K. small: a few small cases (sanitizers). */
+static void ws_cases(int small, uint64_t *cs)
 {
 #define WS_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
     static const int Ls[] = {1, 2, 7, 63, 64, 65, 127, 128, 129, 191, 192, 255, 256, 257, 383, 511, 512, 513, 640, 1031, 2049};
-    const int nL = quick ? 3 : (int)(sizeof Ls / sizeof Ls[0]);
+    const int nL = small ? 3 : (int)(sizeof Ls / sizeof Ls[0]);
     static const int qL[] = {65, 200, 300};
     int cyc = 0;
     for (int dti = 0; dti < 2; dti++)
         for (int li = 0; li < nL; li++)
             for (int pk = 0; pk < 3; pk++, cyc++) {
-                tcase t = base_case(dti ? DATTN_BF16 : DATTN_F16, 64, 2, 2, quick ? qL[li] : Ls[li]);
-                set_pos(&t, quick ? 2 : pk);
+                tcase t = base_case(dti ? DATTN_BF16 : DATTN_F16, 64, 2, 2, small ? qL[li] : Ls[li]);
+                set_pos(&t, small ? 2 : pk);
                 t.pos_att = cyc % 7 == 3 ? 0 : 3;
                 if (cyc % 4 == 1) t.lay = LAY_FUSED;
-                if (quick && pk) break;
+                if (small && pk) break;
                 run_case(&t, WS_NEXT, NULL, NULL);
             }
-    if (quick) return;
+    if (small) return;
     tcase t = base_case(DATTN_F16, 64, 3, 5, 700); /* odd B, H */
     run_case(&t, WS_NEXT, NULL, NULL);
     t = base_case(DATTN_BF16, 64, 2, 2, 8192);
