@@ -1414,6 +1414,10 @@ static void ws_cases(int small, uint64_t *cs)
     if (small) return;
     tcase t = base_case(DATTN_F16, 64, 3, 5, 700); /* odd B, H */
     run_case(&t, WS_NEXT, NULL, NULL);
+    t = base_case(DATTN_BF16, 64, 2, 1, 130); /* one head (its stride 0 in the call) */
+    run_case(&t, WS_NEXT, NULL, NULL);
+    t = base_case(DATTN_F16, 64, 1, 1, 1);
+    run_case(&t, WS_NEXT, NULL, NULL);
     t = base_case(DATTN_BF16, 64, 2, 2, 8192);
     t.sample = 48;
     run_case(&t, WS_NEXT, NULL, NULL);

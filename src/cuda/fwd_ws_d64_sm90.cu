@@ -129,6 +129,7 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&o)[8][4], const uint32_t (&p
                        dC1 = desc_add(x.dRC, ra1);
         float gw[2][8][4];
         const int rl0 = ws_opaque(x.rl0), c = ws_opaque(x.c);
+        __syncwarp(); /* the lanes' reads of D (the last band tile's second ws_add_d) before G's stores */
         wgmma_fence();
         for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(sn, desc_add(x.dQ, 32 * ks), desc_add(dK, 32 * ks), ks > 0);
         ws_window_products<BF>(gw, x.dQ, dR0, dR1);
@@ -222,6 +223,13 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
         for (int j = 0; j < nt; j++) {
             const int s = j % FWS_NST;
             if (j >= FWS_NST) mbar_wait(empty0 + 8 * s, (uint32_t)(j / FWS_NST - 1) & 1u);
+            if (POS && warp == 0) {
+                /* (position terms: the copies first, so that they fly while the constants and ring
+                 * rows load; every producer thread arrives after its stores) */
+                mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
+                tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
+                tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
+            }
             if (POS) {
                 if (warp == 0 && kp) {
                     float *cf = (float *)(smem + FWS_CF + 512 * s);
@@ -239,19 +247,27 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                     if (!need) continue;
                     const int ch = tid & 7;
 #pragma unroll 1
-                    for (int i = 0; i < 4; i++) { /* (rolled: the producer's 40 registers) */
-                        const int t = (tid >> 3) + 16 * i;
-                        const int sl = dev_slot(a, a.tab, m0 - 64 * ab + t + 65);
-                        const uint4 vr = *(const uint4 *)(tpk + sl * a.pk_ss + 8 * ch), vc = *(const uint4 *)(tpq + sl * a.pq_ss + 8 * ch);
-                        const uint32_t o = 8192u * (uint32_t)(ab % FWS_NR) + (uint32_t)(t * 128 + ((ch ^ (t & 7)) << 4));
-                        *(uint4 *)(smem + FWS_RR + o) = vr;
-                        *(uint4 *)(smem + FWS_RC + o) = vc;
+                    for (int i = 0; i < 4; i += 2) { /* (two rows' loads in flight: the producer's 40 registers) */
+                        uint4 vr[2], vc[2];
+                        for (int k = 0; k < 2; k++) {
+                            const int sl = dev_slot(a, a.tab, m0 - 64 * ab + (tid >> 3) + 16 * (i + k) + 65);
+                            vr[k] = *(const uint4 *)(tpk + sl * a.pk_ss + 8 * ch);
+                            vc[k] = *(const uint4 *)(tpq + sl * a.pq_ss + 8 * ch);
+                        }
+                        for (int k = 0; k < 2; k++) {
+                            const int t = (tid >> 3) + 16 * (i + k);
+                            const uint32_t o = 8192u * (uint32_t)(ab % FWS_NR) + (uint32_t)(t * 128 + ((ch ^ (t & 7)) << 4));
+                            *(uint4 *)(smem + FWS_RR + o) = vr[k];
+                            *(uint4 *)(smem + FWS_RC + o) = vc[k];
+                        }
                     }
                 }
                 fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
             }
-            mbar_arrive_expect_tx_if(POS || one, full0 + 8 * s, one ? 2 * 64 * 128 : 0);
-            if (warp == 0) {
+            if (POS) {
+                mbar_arrive(full0 + 8 * s);
+            } else {
+                mbar_arrive_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
                 tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
                 tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
             }
@@ -366,11 +382,15 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
 {
     dattn_fws_maps M;
     int rf[3] = {0, 0, 0};
+    /* (a dimension of one element has stride 0 in the argument block; its map needs a stride
+     * that nests: 64 for the heads, H x the heads' for the rows) */
+    const int64_t qh = a->H > 1 ? a->q_sh : 64, kh = a->H > 1 ? a->k_sh : 64, vh = a->H > 1 ? a->v_sh : 64;
+    const int64_t ql = a->L > 1 ? a->q_sl : a->H * qh, kl = a->L > 1 ? a->k_sl : a->H * kh, vl = a->L > 1 ? a->v_sl : a->H * vh;
     if (a->B < 1 || a->L < 1 || a->H < 1 || a->D != 64 || a->packed || a->mask || a->drop_thr || a->c2p != a->p2c ||
         (a->c2p && a->R < a->L && !dry && !a->kps) || a->B > 65535 || a->H > 65535 ||
-        dattn_tma_rows_map(&M.q, &rf[0], a->q, a->B, a->L, a->H, a->q_sb, a->q_sl, a->q_sh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.k, &rf[1], a->k, a->B, a->L, a->H, a->k_sb, a->k_sl, a->k_sh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.v, &rf[2], a->v, a->B, a->L, a->H, a->v_sb, a->v_sl, a->v_sh, 64) != cudaSuccess)
+        dattn_tma_rows_map(&M.q, &rf[0], a->q, a->B, a->L, a->H, a->q_sb, ql, qh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.k, &rf[1], a->k, a->B, a->L, a->H, a->k_sb, kl, kh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.v, &rf[2], a->v, a->B, a->L, a->H, a->v_sb, vl, vh, 64) != cudaSuccess)
         return cudaErrorNotSupported;
     if (dry) return cudaSuccess;
     M.qrf = rf[0];
