@@ -19,8 +19,8 @@
  *     the producer's 128 arrivals), empty (the 256 consumer threads' arrivals).
  *   warpgroups 1, 2, the consumers (64 rows each): per tile S = Q K^T by wgmma (m64n64k16 x 4),
  *     plus per zone of the warpgroup's rows: plain (no position terms), saturated (every pair at
- *     r <= -R or r >= R: a row constant q_i . pk[sat], computed once from Q, plus the column
- *     constant), band (the window products G = Q . pk ring and H = K . pq ring, gathered into
+ *     r <= -R or r >= R: a row constant q_i . pk[sat], computed once from Q and entering the
+ *     softmax's per-row offset, plus the column constant), band (the window products G = Q . pk ring and H = K . pq ring, gathered into
  *     the tile through the shared fp32 tile D); the online softmax in registers; O += P V with
  *     P as the register A operand. Per tile j: softmax of s_j -> wait for P V_{j-1} (release its
  *     stage) -> rescale O -> issue s_{j+1}'s products, then P_j V_j -> wait for the products
@@ -63,26 +63,30 @@ enum {
 };
 
 /* One tile's online softmax for a consumer thread (rows g, g + 8 of its warp's 16, columns 8 nb
- * + 2 c (+ 1)): the rows' new max mx (log2 units, over the quad by shuffles), P = exp2(s sl2 -
- * mx) as wgmma A operands pf, the running sums ls (the thread's own columns; the quad's are
- * added at the end); then, once the previous tile's P V is done (the wait: o is its
- * accumulator, pf its operand), O rescaled by exp2(old max - new max). */
+ * + 2 c (+ 1)): with u = sa (the score without a saturated tile's row constant) and ro the rows'
+ * constant in log2 units (0 off a saturated tile), the rows' new max mx = max(mx, max_j u sl2 +
+ * ro) (over the quad by shuffles), P = exp2(u sl2 + ro - mx) as wgmma A operands pf, the running
+ * sums ls (the thread's own columns; the quad's are added at the end); then, once the previous
+ * tile's P V is done (the wait: o is its accumulator, pf its operand), O rescaled by exp2(old max
+ * - new max). */
 template <int BF>
 DATTN_DEV void fws_softmax(float (&sa)[8][4], float (&o)[8][4], uint32_t (&pf)[4][4], float (&mx)[2], float (&ls)[2],
-                           float sl2)
+                           const float (&ro)[2], float sl2)
 {
     float alpha[2];
     for (int i = 0; i < 2; i++) {
-        float m = mx[i];
-        for (int nb = 0; nb < 8; nb++) m = fmaxf(m, fmaxf(sa[nb][2 * i], sa[nb][2 * i + 1]) * sl2);
+        float t = fmaxf(sa[0][2 * i], sa[0][2 * i + 1]);
+        for (int nb = 1; nb < 8; nb++) t = fmaxf(t, fmaxf(sa[nb][2 * i], sa[nb][2 * i + 1]));
+        float m = fmaxf(mx[i], fmaf(t, sl2, ro[i]));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         alpha[i] = ex2f(mx[i] - m);
         mx[i] = m;
+        const float off = ro[i] - m;
         float sum = 0.f;
         for (int nb = 0; nb < 8; nb++)
             for (int e = 0; e < 2; e++) {
-                const float p = ex2f(fmaf(sa[nb][2 * i + e], sl2, -m));
+                const float p = ex2f(fmaf(sa[nb][2 * i + e], sl2, off));
                 sa[nb][2 * i + e] = p;
                 sum += p;
             }
@@ -107,17 +111,19 @@ struct fws_ctx {
     uint64_t dQ, dK0, dV0, dRR, dRC;
     float *dg;
     const char *cf0; /* CF, stage 0 */
-    float rc[2][2];
+    float rc[2][2]; /* the rows' saturated constants times sl2 (log2 units) */
     int rb0, cw, rl0, c, L, R;
 };
 
-/* s of tile jn (stage s1) into sn: S = Q K^T and the zone's position terms; PV: with P_j V_j
+/* s of tile jn (stage s1) into sn: S = Q K^T and the zone's position terms, a saturated tile's
+ * row constants apart (ro: times sl2, for fws_softmax; 0 on other tiles); PV: with P_j V_j
  * (stage sv) issued after the score products (o its accumulator, pf its operand), in flight
  * at the return unless tile jn is a band tile. Columns past L get -inf. */
 template <int BF, int POS, int PV>
-DATTN_DEV void fws_score(float (&sn)[8][4], float (&o)[8][4], const uint32_t (&pf)[4][4], const fws_ctx &x, int jn,
-                         int s1, int sv)
+DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], const uint32_t (&pf)[4][4], const fws_ctx &x,
+                         int jn, int s1, int sv)
 {
+    ro[0] = ro[1] = 0.f;
     const int n0 = 64 * jn;
     const uint64_t dK = desc_add(x.dK0, 8192u * s1), dV = desc_add(x.dV0, 8192u * sv);
     const int rmin = x.rb0 - (n0 + 63), rmax = x.rb0 + 63 - n0;
@@ -171,14 +177,16 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&o)[8][4], const uint32_t (&p
         }
         reg_fence(sn);
         if (POS && (zone == 1 || zone == 2)) {
+            /* the column constants here, the row constants (x.rc: already times sl2) in the softmax */
             const float *cf = (const float *)(x.cf0 + 512 * s1) + 64 * (zone - 1);
-            const float r0 = zone == 1 ? x.rc[0][0] : x.rc[1][0], r1 = zone == 1 ? x.rc[0][1] : x.rc[1][1];
+            ro[0] = zone == 1 ? x.rc[0][0] : x.rc[1][0];
+            ro[1] = zone == 1 ? x.rc[0][1] : x.rc[1][1];
             for (int nb = 0; nb < 8; nb++) {
                 const float2 cv = *(const float2 *)(cf + 8 * nb + 2 * x.c);
-                sn[nb][0] += r0 + cv.x;
-                sn[nb][1] += r0 + cv.y;
-                sn[nb][2] += r1 + cv.x;
-                sn[nb][3] += r1 + cv.y;
+                sn[nb][0] += cv.x;
+                sn[nb][1] += cv.y;
+                sn[nb][2] += cv.x;
+                sn[nb][3] += cv.y;
             }
         }
     }
@@ -311,33 +319,34 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
             s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
             s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
             s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-            x.rc[0][i] = s0;
-            x.rc[1][i] = s1;
+            x.rc[0][i] = s0 * a.sl2;
+            x.rc[1][i] = s1 * a.sl2;
         }
     }
     float o[8][4], sa[8][4];
     for (int nb = 0; nb < 8; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
     float mx[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, ls[2] = {0.f, 0.f}; /* the rows' running max (log2 units) and sum */
+    float ro[2]; /* the current tile's row constants (fws_score) */
     mbar_wait(full0, 0);
     {
         const uint32_t pz[4][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
-        fws_score<BF, POS, 0>(sa, o, pz, x, 0, 0, 0);
+        fws_score<BF, POS, 0>(sa, ro, o, pz, x, 0, 0, 0);
     }
     /* tiles 0 .. nt - 2 issue the next tile's products; the last one, peeled, does not */
     for (int j = 0; j < nt - 1; j++) {
         uint32_t pf[4][4];
-        fws_softmax<BF>(sa, o, pf, mx, ls, a.sl2);
+        fws_softmax<BF>(sa, o, pf, mx, ls, ro, a.sl2);
         if (j > 0) mbar_arrive(empty0 + 8 * ((j - 1) % FWS_NST));
         const int s1 = (j + 1) % FWS_NST;
         mbar_wait(full0 + 8 * s1, (uint32_t)((j + 1) / FWS_NST) & 1u);
         float sn[8][4];
-        fws_score<BF, POS, 1>(sn, o, pf, x, j + 1, s1, j % FWS_NST);
+        fws_score<BF, POS, 1>(sn, ro, o, pf, x, j + 1, s1, j % FWS_NST);
         for (int nb = 0; nb < 8; nb++)
             for (int e = 0; e < 4; e++) sa[nb][e] = sn[nb][e];
     }
     {
         uint32_t pf[4][4];
-        fws_softmax<BF>(sa, o, pf, mx, ls, a.sl2);
+        fws_softmax<BF>(sa, o, pf, mx, ls, ro, a.sl2);
         if (nt > 1) mbar_arrive(empty0 + 8 * ((nt - 2) % FWS_NST));
         const uint64_t dV = desc_add(x.dV0, 8192u * ((nt - 1) % FWS_NST));
         wgmma_fence();
