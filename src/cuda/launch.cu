@@ -5,8 +5,11 @@
  * Kernel choice for a forward call:
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
- *       -> on compute capability 9.0 with D = 64 (DATTN_SM90_DEFAULT): the Hopper wgmma
- *          kernel, one-warpgroup instance with the lean loop (sm90w1b; fwd_sm90.cuh,
+ *       -> on compute capability 9.0 with D = 64, the padded layout without a mask or
+ *          dropout, c2p and p2c both or neither and L > FWD_WS_MIN_L (1024): the
+ *          warp-specialized forward (fwd_ws_d64_sm90.cu);
+ *       -> on compute capability 9.0 with D = 64 otherwise (DATTN_SM90_DEFAULT): the Hopper
+ *          wgmma kernel, one-warpgroup instance (sm90w1g, sm90w1h at L <= 512; fwd_sm90.cuh,
  *          instances_sm90.def);
  *       -> otherwise the tensor-core kernel (fwd_sm80.cuh): the large configuration on
  *          sm_90, the 99 KB one elsewhere;
@@ -582,9 +585,14 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #endif
 
 /* The default forward takes the warp-specialized kernel (DATTN_CUDA_FWD=ws) for the calls it
- * runs at L above this; the calls below keep the wgmma forward above. */
+ * runs at L above this; the calls below keep the wgmma forward above. Measured in one run
+ * (bench/results/gpu-2026-12-02-wsfwd/call6, fp16 H12 D64 S256 c2p|p2c, ms): ws 0.320 / 0.717 /
+ * 1.667 against the default's 0.306 / 0.755 / 1.784 at B32 L512 / B8 L2048 / B2 L8192 (every
+ * tile a band tile at L512, where ws loses; no position terms 0.108 / 0.301 / 1.079 against 0.119
+ * / 0.363 / 1.318). The crossover between 512 and 2048 was not measured: 1024, the middle in
+ * band-tile share. */
 #ifndef FWD_WS_MIN_L
-#define FWD_WS_MIN_L 0x7fffffff
+#define FWD_WS_MIN_L 1024
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
