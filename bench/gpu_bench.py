@@ -139,7 +139,8 @@ class DattnFwd:
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
                   ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1c", "sm90w1c"),
-                  ("w1g", "sm90w1g"), ("w1h", "sm90w1h"), ("ws", "ws"))
+                  ("w1g", "sm90w1g"), ("w1h", "sm90w1h"), ("ws", "ws"), ("wsk", "wsk"),
+                  ("wsg", "wsg"), ("wskg", "wskg"), ("wsp", "wsp"))
 
 
 def bench(fn, rep=200):
@@ -225,7 +226,7 @@ def op_level(lib, shapes, results, quick):
             row[name.replace("_ms", "_tflops")] = flops / (t * 1e-3) / 1e12 if t else None
         if row.get("dattn_ms") and row.get("sdpa_flash_ms"):
             row["ratio_vs_flash"] = row["dattn_ms"] / row["sdpa_flash_ms"]
-            row["met"] = row["ratio_vs_flash"] <= target
+            row["met"] = row["ratio_vs_flash"] <= target if target is not None else None
         if row.get("dattn_ms") and row.get("sdpa_cudnn_ms"):
             row["ratio_vs_cudnn"] = row["dattn_ms"] / row["sdpa_cudnn_ms"]
         if row.get("dattn_nopos_ms") and row.get("sdpa_flash_ms"):
@@ -250,6 +251,10 @@ def op_level(lib, shapes, results, quick):
         m[:, L // 2:] = 0
         fm = DattnFwd(lib, s["q"], s["k"], s["v"], s["pk"], s["pq"], mask=m)
         row["dattn_masked_half_ms"] = bench(fm, rep=100)
+        try:  # the warp-specialized forward's mask kernels, pinned
+            row["dattn_masked_half_ws_ms"] = bench_forced(fm, "ws", rep=100)
+        except Exception:  # not on this GPU
+            row["dattn_masked_half_ws_ms"] = None
         results["op"].append(row)
         del nxt
         torch.cuda.empty_cache()
@@ -539,12 +544,23 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="with --encoder-only: the encoder level N times; 'encoder' holds the "
                          "median reading per case, 'encoder_runs' every run")
+    ap.add_argument("--shapes", default=None,
+                    help="with --op-only: op-level shapes BxL,BxL,... (no targets) instead of issue 4's three, "
+                         "e.g. 16x1024,12x1408 for the ws forward's crossover")
     ap.add_argument("--profile", action="store_true",
                     help="with --encoder-only: also one profiled forward of the floor and of dattn "
                          "per case, kernels by total time (after the timed readings)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be >= 1")
+    if args.shapes and not args.op_only:
+        ap.error("--shapes goes with --op-only")
+    try:
+        custom = [(int(b), int(l), None) for b, l in (x.lower().split("x") for x in args.shapes.split(","))] if args.shapes else None
+    except ValueError:
+        ap.error("--shapes: BxL,BxL,... (e.g. 16x1024,12x1408)")
+    if custom and any(b < 1 or l < 1 for b, l, _ in custom):
+        ap.error("--shapes: B and L must be >= 1")
     if args.profile and not args.encoder_only:
         ap.error("--profile goes with --encoder-only")
     torch.manual_seed(0)
@@ -592,9 +608,10 @@ def main():
                 k, r["readings"], " ".join("%.3f" % x if x else "-" for x in r["ratios_vs_floor"]),
                 r.get("ratio_vs_floor") or float("nan")))
         return
-    shapes = [(32, 512, 2.0), (8, 2048, 1.5), (2, 8192, 1.3)]
+    shapes = custom or [(32, 512, 2.0), (8, 2048, 1.5), (2, 8192, 1.3)]
     op_level(lib, shapes, res, args.quick)
-    fp32_level(lib, res, args.quick)
+    if not custom:
+        fp32_level(lib, res, args.quick)
     if not args.op_only:
         memory(lib, res)
         encoder_level(res, args.quick)
@@ -608,7 +625,7 @@ def main():
         print("%-14s %s %s %s %s %8.2f %7.2f %8.1f %8.3f %7.3f" % (
             "B%d L%d" % (r["B"], r["L"]), f2(r.get("dattn_ms")), f2(r.get("dattn_nopos_ms")),
             f2(r.get("sdpa_flash_ms")), f2(r.get("sdpa_cudnn_ms")), r.get("ratio_vs_flash", float("nan")),
-            r["target_ratio_vs_flash"], r.get("dattn_tflops") or 0, r["floor_ms"],
+            r["target_ratio_vs_flash"] or float("nan"), r.get("dattn_tflops") or 0, r["floor_ms"],
             r.get("dattn_masked_half_ms") or 0))
     m = res.get("memory")
     if m: print("memory B16 L8192: extra %.1f MB / output %.1f MB = %.3fx (target <= 1.25), %.3f ms" % (
@@ -665,19 +682,32 @@ def main():
             "dattn_allband_ms", "dattn_allband_w1g_ms", "dattn_allband_w1h_ms")))
     # the warp-specialized forward (DATTN_CUDA_FWD=ws) against the default and torch
     print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
-        "shape", "dattn", "ws", "nopos", "nopos_ws", "sat_ws", "band", "band_ws", "ws/flash", "ws/cudnn"))
+        "shape", "dattn", "ws", "nopos", "nopos_ws", "sat_ws", "band", "band_ws", "ws/flash", "ws/cudnn") + " %9s %9s" % ("masked", "mask_ws"))
     for r in res["op"]:
         w, fl, cu = r.get("dattn_ws_ms"), r.get("sdpa_flash_ms"), r.get("sdpa_cudnn_ms")
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
             "dattn_ms", "dattn_ws_ms", "dattn_nopos_ms", "dattn_nopos_ws_ms", "dattn_satmost_ws_ms",
-            "dattn_allband_ms", "dattn_allband_ws_ms")) + " %9.3f %9.3f" % (w / fl if w and fl else 0, w / cu if w and cu else 0))
+            "dattn_allband_ms", "dattn_allband_ws_ms")) + " %9.3f %9.3f" % (w / fl if w and fl else 0, w / cu if w and cu else 0) +
+              " %9.3f %9.3f" % (r.get("dattn_masked_half_ms") or 0, r.get("dattn_masked_half_ws_ms") or 0))
+    # ws against its variants: wsk (a saturated tile's column constants through the score
+    # product), wsg (a band tile's G of the window's second half kept from the previous band
+    # tile), wskg (both), wsp (persistent CTAs)
+    vs = ("ws", "wsk", "wsg", "wskg", "wsp")
+    print("%-14s" % "shape" + "".join(" %9s" % v for v in vs) + "".join(" %9s" % ("sat_" + v) for v in vs) +
+          "".join(" %9s" % ("band_" + v) for v in vs) + " %9s %9s" % ("nopos_ws", "nopos_wsp"))
+    for r in res["op"]:
+        print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
+            ["dattn_%s_ms" % v for v in vs] + ["dattn_satmost_%s_ms" % v for v in vs] +
+            ["dattn_allband_%s_ms" % v for v in vs] + ["dattn_nopos_ws_ms", "dattn_nopos_wsp_ms"])))
     print("default path: %s; same run: sm90 columns DATTN_CUDA_FWD=sm90n128 (wgmma, 128-key tiles), "
           "n64 columns DATTN_CUDA_FWD=sm90n64 (wgmma, 64-key tiles), sm80 columns DATTN_CUDA_FWD=sm80 "
           "(mma.sync), w1ov columns DATTN_CUDA_FWD=sm90w1ov (wgmma, one warpgroup, 2 CTAs/SM, next K side loaded during the softmax), "
           "w1b columns DATTN_CUDA_FWD=sm90w1b (the lean loop alone), w1c columns "
           "DATTN_CUDA_FWD=sm90w1c (the previous default: saturated p2c constants in the accumulators), "
           "w1g / w1h columns DATTN_CUDA_FWD=sm90w1g / sm90w1h (the default's two instances: w1h at L <= 512), "
-          "ws columns DATTN_CUDA_FWD=ws (the warp-specialized forward)" % res["dattn_default_path"])
+          "ws columns DATTN_CUDA_FWD=ws (the warp-specialized forward), wsk columns DATTN_CUDA_FWD=wsk (ws with a "
+          "saturated tile's column constants through the score product), wsg columns DATTN_CUDA_FWD=wsg (ws with a band "
+          "tile's G of its window's second half kept from the previous band tile), wskg columns both, wsp columns DATTN_CUDA_FWD=wsp (ws on persistent CTAs, one per SM)" % res["dattn_default_path"])
     print_encoder(res)
     print_fp32(res)
 

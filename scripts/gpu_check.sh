@@ -6,17 +6,17 @@
 #   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san] [--train | --no-train]
 #   --no-bench: no timing steps (bench, bwd-bench, train-bench): tests, sanitizers, parity,
 #            pytest, finetune-e2e and the demo only
-#   --train: only the Python steps (build, pytest of tests/python on CUDA, bwd-bench,
-#            train-bench, finetune-e2e, the demo), about 5-6 min
-#   --no-train: everything else: the C tests, sanitizers, SASS checks, parity and the forward
-#            bench (about 8.5 min on a cold machine). The whole runner no longer fits one
+#   --train: only the Python steps (build, pytest of tests/python on CUDA, the forward bench,
+#            bwd-bench, train-bench, finetune-e2e, the demo), about 6-7 min
+#   --no-train: everything else: the C tests, sanitizers, SASS checks and parity (about 8.5
+#            min on a cold machine). The whole runner no longer fits one
 #            10-minute device call: run it as two calls on one commit, `--no-train` then
 #            `--train` (each writes its own summary under its own OUT)
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
 #   GPU_CHECK_BWD_PATHS="tc3g ..."  backward paths swept and sanitized again after the
 #            default (default "tc3g"; the default itself is the ws kernels on the H200)
-#   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h")
-#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default sm90w1g)
+#   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h ws")
+#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws")
 #   GPU_CHECK_BUDGET=520  seconds for the whole run (steps are cut to fit it)
 #   JOBS=16
 set -u
@@ -229,10 +229,12 @@ fi
 #     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5), and the
 #     default's two instances pinned at every L (the default takes sm90w1h at L <= 512, sm90w1g
 #     above): sm90w1g, and sm90w1h bitwise against it (--same-as sm90w1g).
-#     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h, the other GPUs' path and the
-#     default's two instances; the full list above no longer fits one device call with the rest).
+#     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h ws, the other GPUs' path, the
+#     default's two wgmma instances and the warp-specialized forward: its own sweep, then every
+#     case it can run pinned to it, masked ones included, which the default does not route there
+#     yet; the full list above no longer fits one device call with the rest).
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90w1g sm90w1h}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90w1g sm90w1h ws}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
     case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;;
       sm90w1h) arg="$arg --same-as sm90w1g" ;; esac
@@ -287,7 +289,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
   # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g}; do
+    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g ws}; do
       for tool in racecheck synccheck; do
         pstep "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7
@@ -322,7 +324,7 @@ fi
 [ $TRAIN -eq 1 ] || grep -E "^[0-9]+ passed, [0-9]+ failed" "$LOG" | tail -1 >>"$SUMMARY"
 
 # 6. benchmarks
-if [ $BENCH -eq 1 ] && [ $TRAIN -eq 0 ]; then
+if [ $BENCH -eq 1 ] && [ $NOTRAIN -eq 0 ]; then
   step bench 240 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$OUT/bench.json" $([ $QUICK -eq 1 ] && echo --quick)
 fi
 

@@ -56,8 +56,13 @@
  * --path ws: the cases the warp-specialized forward runs (ws_case) with DATTN_CUDA_FWD=ws
  *   (UNSUPPORTED fails them), first its own sweep (ws_cases: every edge length 1..2049 against
  *   its 128-row blocks and 64-key tiles, both dtypes, every slot map, with and without position
- *   terms, both layouts, sampled rows at 8K), then every other case: the eligible ones on ws,
+ *   terms, both layouts, every mask kind, sampled rows at 8K), then every other case: the eligible ones on ws,
  *   the rest on the library's choice. With --quick: its small cases alone (compute-sanitizer).
+ * --path wsk: the same on the ws forward's KC kernels (DATTN_CUDA_FWD=wsk: a saturated tile's
+ *   column constants through the score product, bf16 hi + lo); --path wsg on its GR kernels (a
+ *   band tile's G of the window's second half kept from the previous band tile; masked calls run
+ *   ws's), --path wskg on both; --path wsp on its persistent kernels (one CTA per SM over the
+ *   units; masked calls run ws's; the emulator has 3 SMs, DATTN_EMU_SMS).
  * --same-as NAME (with --path sm90*): every case forced onto --path runs a second time with
  *   DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be bitwise equal, e.g.
  *   --path sm90w1d --same-as sm90w1b.
@@ -206,19 +211,27 @@ typedef struct tcase {
 } tcase;
 
 /* The cases the warp-specialized forward runs (launch.cu, DATTN_CUDA_FWD=ws: fp16/bf16, D 64,
- * padded, no mask, no dropout, c2p and p2c both or neither, 16-byte aligned rows; every slot
- * map of set_pos is monotone): --path ws pins them there (UNSUPPORTED would fail the case). */
+ * padded (any mask, either padded-row mode), no dropout, c2p and p2c both or neither, 16-byte
+ * aligned rows; every slot map of set_pos is monotone): --path ws pins them there (UNSUPPORTED
+ * would fail the case). */
 static int ws_case(const tcase *t)
 {
-    return t->dtype != DATTN_F32 && t->D == 64 && !t->packed && t->mask == MASK_NONE && !(t->drop > 0.f) &&
-           (t->pos_att == 0 || t->pos_att == 3) && t->lay != LAY_UNALIGNED;
+    return t->dtype != DATTN_F32 && t->D == 64 && !t->packed && !(t->drop > 0.f) && (t->pos_att == 0 || t->pos_att == 3) &&
+           t->lay != LAY_UNALIGNED;
+}
+
+/* Whether --path names one of the ws forward's forms (ws, wsk, wsg, wskg, wsp). */
+static int ws_path(void)
+{
+    return path && (!strcmp(path, "ws") || !strcmp(path, "wsk") || !strcmp(path, "wsg") || !strcmp(path, "wskg") ||
+                    !strcmp(path, "wsp"));
 }
 
 /* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
 static const char *case_force(const tcase *t)
 {
     if (t->force) return t->force;
-    if (path && !strcmp(path, "ws")) return ws_case(t) ? path : NULL;
+    if (ws_path()) return ws_case(t) ? path : NULL;
     if (path && !strncmp(path, "sm90", 4))
         return t->dtype != DATTN_F32 && (t->D == 64 || t->D == 128) && t->lay != LAY_UNALIGNED ? path : NULL;
     return path;
@@ -1392,8 +1405,9 @@ static void tf32_cases(int q, uint64_t *cs)
  * 128-row blocks and 64-key tiles (a last tile of 1 key, of 63, a second warpgroup without
  * rows, ...), both dtypes, the three slot maps (v3 log: band and saturated tiles from L 513; the
  * small log map saturates from |r| 32: saturated tiles of both sides early; linear), with and
- * without position terms, contiguous and fused (qkv) layouts; all rows checked, then sampled
- * rows at 8K. small: a few small cases (sanitizers). */
+ * without position terms, contiguous and fused (qkv) layouts, without a mask and with each mask
+ * kind in both padded-row modes; all rows checked, then sampled rows at 8K. small: a few small
+ * cases (sanitizers). */
 static void ws_cases(int small, uint64_t *cs)
 {
 #define WS_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
@@ -1408,6 +1422,9 @@ static void ws_cases(int small, uint64_t *cs)
                 set_pos(&t, small ? 2 : pk);
                 t.pos_att = cyc % 7 == 3 ? 0 : 3;
                 if (cyc % 4 == 1) t.lay = LAY_FUSED;
+                /* masks: none every other case, else each kind in turn, both padded-row modes */
+                t.mask = cyc % 2 ? (cyc / 2) % MASK_KINDS : MASK_NONE;
+                t.padrows = (cyc / 3) % 2;
                 if (small && pk) break;
                 run_case(&t, WS_NEXT, NULL, NULL);
             }
@@ -1420,6 +1437,8 @@ static void ws_cases(int small, uint64_t *cs)
     run_case(&t, WS_NEXT, NULL, NULL);
     t = base_case(DATTN_BF16, 64, 2, 2, 8192);
     t.sample = 48;
+    run_case(&t, WS_NEXT, NULL, NULL);
+    t.mask = MASK_HOLES;
     run_case(&t, WS_NEXT, NULL, NULL);
     t = base_case(DATTN_F16, 64, 1, 2, 8192);
     t.sample = 32;
@@ -1469,8 +1488,8 @@ int main(int argc, char **argv)
     if (path && strcmp(path, "sm80") && strcmp(path, "sm90") && strcmp(path, "sm90n64") && strcmp(path, "sm90n128") &&
         strcmp(path, "sm90w1") && strcmp(path, "sm90w1ov") && strcmp(path, "sm90w1b") && strcmp(path, "sm90w1c") &&
         strcmp(path, "sm90w1d") && strcmp(path, "sm90w1e") && strcmp(path, "sm90w1f") &&
-        strcmp(path, "sm90w1g") && strcmp(path, "sm90w1h") && strcmp(path, "ws")) {
-        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f, sm90w1g, sm90w1h or ws\n");
+        strcmp(path, "sm90w1g") && strcmp(path, "sm90w1h") && !ws_path()) {
+        fprintf(stderr, "--path: sm80, sm90, sm90n64, sm90n128, sm90w1, sm90w1ov, sm90w1b, sm90w1c, sm90w1d, sm90w1e, sm90w1f, sm90w1g, sm90w1h, ws, wsk, wsg, wskg or wsp\n");
         return 2;
     }
     if (lse_tol >= 0.0 && !same_as) {
@@ -1505,7 +1524,7 @@ int main(int argc, char **argv)
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
-    if (path && !strcmp(path, "ws")) {
+    if (ws_path()) {
         ws_cases(quick, &cs);
         if (quick) {
             printf("%d passed, %d failed\n", n_pass, n_fail);

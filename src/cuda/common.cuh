@@ -13,6 +13,12 @@
  * on the GPU (the Python layer falls back). */
 #define DATTN_CUDA_TAB_MAX 1024
 
+/* The ws forward's variants (dattn_launch_fwd_ws's var, bits; launch.cu's DATTN_CUDA_FWD pins):
+ * KC a saturated tile's column constants through the score product (wsk), GR a band tile's G
+ * of its window's second half kept from the previous band tile (wsg; both: wskg), PS
+ * persistent CTAs over the units (wsp: unmasked calls, neither KC nor GR). */
+enum { FWS_VAR_KC = 1, FWS_VAR_GR = 2, FWS_VAR_PS = 4 };
+
 /* Everything a forward kernel reads. Strides are in elements. Row (b, token t, head h)
  * of q lives at q + b*q_sb + (tok0 + t)*q_sl + h*q_sh, where tok0 = cu[b] in the packed
  * layout (q_sb = 0 there) and 0 in the padded one. */

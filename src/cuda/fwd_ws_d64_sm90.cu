@@ -1,6 +1,7 @@
 /* Warp-specialized Hopper forward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only, the
- * padded layout without a mask and without dropout, c2p and p2c both on or both off (launch.cu
- * routes every other call to the wgmma forward of fwd_sm80.cuh). The structure was measured
+ * padded layout (any mask, either padded-row mode: the *_mask kernels) without dropout, c2p and
+ * p2c both on or both off (launch.cu routes every other call to the wgmma forward of
+ * fwd_sm80.cuh). The structure was measured
  * as bench/proto_ws_fwd.cu first (NOTES.md, "A warp-specialized forward core"); the position
  * terms are the ws backward's dq kernel's (bwd_ws_d64_sm90.cu, whose score is this score), with
  * the window products and gathers of ws_band.cuh.
@@ -8,7 +9,8 @@
  *   O = softmax(s) V, lse = log sum_j exp(s_ij), s_ij = (q_i . k_j + q_i . pk[slot(i - j)] +
  *   k_j . pq[slot(i - j)]) / scale (SPEC.md)
  *
- * One CTA per 128 query rows of one (sequence, head), 384 threads (setmaxnreg 40 / 232):
+ * One CTA per 128 query rows of one (sequence, head), 384 threads (setmaxnreg 40 / 232, the
+ * mask and KC kernels 56 / 224, PS 64 / 224; PS: persistent CTAs, one per SM, over those units):
  *   warpgroup 0, the producer: lane 0 of its warp 0 loads Q once and the K / V tiles of 64 keys
  *     into FWS_NST stages by TMA (64-row boxes, 128-byte swizzle; rows past L arrive as zeros);
  *     with position terms its 128 threads also stage, per tile, the ring blocks of pk and pq
@@ -49,7 +51,8 @@ typedef struct dattn_fws_maps {
  * the rings RR (pk rows), RC (pq rows) [FWS_NR][64][64] (16-bit, 128-byte swizzled: sm90.cuh's
  * layout); D per consumer warpgroup [64][WS_DP] fp32; CF [FWS_NST][2 sides][64] fp32 column
  * constants (side 0: k . pq[sat_neg], side 1: k . pq[sat_pos]); the barriers (Q's, full and
- * empty per stage). */
+ * empty per stage); MK (mask kernels) [FWS_NST] x 64 key biases (0 valid, -inf masked or past L)
+ * and word 64 a flag (nonzero: some key of the tile has -inf). */
 enum {
     FWS_Q = 0,
     FWS_K = 16384,
@@ -59,7 +62,12 @@ enum {
     FWS_D = FWS_RC + 8192 * FWS_NR,
     FWS_CF = FWS_D + 2 * 64 * WS_DP * 4,
     FWS_BAR = FWS_CF + 512 * FWS_NST,
-    FWS_SMEM = FWS_BAR + 8 + 16 * FWS_NST + 1024
+    FWS_MK = FWS_BAR + 128, /* (mask kernels) [FWS_NST][64 + 4] fp32 key biases (0 / -inf) and a tile flag */
+    FWS_SMEM = FWS_MK + 512 * FWS_NST + 1024,
+    /* (KC kernels) the column constants' B operand: one K-major [64 keys][64] bf16 tile whose k16
+     * slice s is stage s's (k 16 s: hi, 16 s + 1: lo, the rest zeros) */
+    FWS_KC = (FWS_MK + 512 * FWS_NST + 1023) / 1024 * 1024,
+    FWS_SMEM_KC = FWS_KC + 8192 + 1024
 };
 
 /* One tile's online softmax for a consumer thread (rows g, g + 8 of its warp's 16, columns 8 nb
@@ -68,8 +76,8 @@ enum {
  * ro) (over the quad by shuffles), P = exp2(u sl2 + ro - mx) as wgmma A operands pf, the running
  * sums ls (the thread's own columns; the quad's are added at the end); then, once the previous
  * tile's P V is done (the wait: o is its accumulator, pf its operand), O rescaled by exp2(old max
- * - new max). */
-template <int BF>
+ * - new max). MSK: rows may have no valid key yet (mx = -inf). */
+template <int BF, int MSK>
 DATTN_DEV void fws_softmax(float (&sa)[8][4], float (&o)[8][4], uint32_t (&pf)[4][4], float (&mx)[2], float (&ls)[2],
                            const float (&ro)[2], float sl2)
 {
@@ -80,9 +88,12 @@ DATTN_DEV void fws_softmax(float (&sa)[8][4], float (&o)[8][4], uint32_t (&pf)[4
         float m = fmaxf(mx[i], fmaf(t, sl2, ro[i]));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        alpha[i] = ex2f(mx[i] - m);
+        /* (mask kernels: a row whose keys so far are all masked keeps mx = -inf; its exponents
+         * then use 0, so that alpha and P are 0, not NaN) */
+        const float mu = MSK && m == __int_as_float(0xff800000) ? 0.f : m;
+        alpha[i] = ex2f(mx[i] - mu);
         mx[i] = m;
-        const float off = ro[i] - m;
+        const float off = ro[i] - mu;
         float sum = 0.f;
         for (int nb = 0; nb < 8; nb++)
             for (int e = 0; e < 2; e++) {
@@ -111,17 +122,21 @@ struct fws_ctx {
     uint64_t dQ, dK0, dV0, dRR, dRC;
     float *dg;
     const char *cf0; /* CF, stage 0 */
+    const char *mk0; /* MK, stage 0 (mask kernels) */
+    uint64_t dKC;    /* (KC kernels) the constants' tile, K-major */
+    uint32_t ones[4]; /* (KC kernels) the A operand of ones: k 0, 1 of every row (bf16) */
     float rc[2][2]; /* the rows' saturated constants times sl2 (log2 units) */
-    int rb0, cw, rl0, c, L, R;
+    int rb0, cw, rl0, c, L, R, j0;
+    int rb; /* (PS) the unit's first ring block (the ring's blocks count on across units) */
 };
 
 /* s of tile jn (stage s1) into sn: S = Q K^T and the zone's position terms, a saturated tile's
  * row constants apart (ro: times sl2, for fws_softmax; 0 on other tiles); PV: with P_j V_j
  * (stage sv) issued after the score products (o its accumulator, pf its operand), in flight
- * at the return unless tile jn is a band tile. Columns past L get -inf. */
-template <int BF, int POS, int PV>
-DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], const uint32_t (&pf)[4][4], const fws_ctx &x,
-                         int jn, int s1, int sv)
+ * at the return unless tile jn is a band tile. Columns past L (MSK: and masked keys) get -inf. */
+template <int BF, int POS, int MSK, int KC, int GR, int PS, int PV>
+DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], const uint32_t (&pf)[4][4], float (&gk)[8][4],
+                         const fws_ctx &x, int jn, int s1, int sv)
 {
     ro[0] = ro[1] = 0.f;
     const int n0 = 64 * jn;
@@ -130,15 +145,31 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
     const int zone = !POS ? 0 : rmin >= x.R ? 2 : rmax <= -x.R ? 1 : 3; /* 3: band */
     if (POS && zone == 3) {
         /* ring blocks of the window's columns u = 0..63 / 64..127 (u = row - column + 63) */
-        const uint32_t ra0 = 8192u * (uint32_t)((jn + 2 - x.cw) % FWS_NR), ra1 = 8192u * (uint32_t)((jn + 1 - x.cw) % FWS_NR);
+        const int rb = PS ? x.rb : 0;
+        const uint32_t ra0 = 8192u * (uint32_t)((rb + jn + 2 - x.cw) % FWS_NR), ra1 = 8192u * (uint32_t)((rb + jn + 1 - x.cw) % FWS_NR);
         const uint64_t dR0 = desc_add(x.dRR, ra0), dR1 = desc_add(x.dRR, ra1), dC0 = desc_add(x.dRC, ra0),
                        dC1 = desc_add(x.dRC, ra1);
         float gw[2][8][4];
         const int rl0 = ws_opaque(x.rl0), c = ws_opaque(x.c);
+        /* (GR: the window's second half, ring block jn + 1 - cw, was the previous tile's first
+         * half when that tile was a band tile too: its G kept in gk, not computed again) */
+        if (GR && !(jn > x.j0 && rmin + 64 < x.R)) {
+            /* (the warpgroup's first band tile: that half's G by itself, a group of its own;
+             * nothing else is in flight here) */
+            wgmma_fence();
+            for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(gk, desc_add(x.dQ, 32 * ks), desc_add(dR1, 32 * ks), ks > 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            reg_fence(gk);
+        }
         __syncwarp(); /* the lanes' reads of D (the last band tile's second ws_add_d) before G's stores */
         wgmma_fence();
         for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(sn, desc_add(x.dQ, 32 * ks), desc_add(dK, 32 * ks), ks > 0);
-        ws_window_products<BF>(gw, x.dQ, dR0, dR1);
+        if (GR) {
+            for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(gw[0], desc_add(x.dQ, 32 * ks), desc_add(dR0, 32 * ks), ks > 0);
+        } else {
+            ws_window_products<BF>(gw, x.dQ, dR0, dR1);
+        }
         wgmma_commit();
         if (PV) {
             for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(o, pf[kk], desc_add(dV, 2048 * kk), 1);
@@ -150,7 +181,10 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
         reg_fence(sn);
         reg_fence(gw[0]);
         reg_fence(gw[1]);
-        ws_gather_g(x.dg, gw, rl0, c);
+        ws_gather_g2(x.dg, gw[0], GR ? gk : gw[1], rl0, c);
+        if (GR)
+            for (int nb = 0; nb < 8; nb++)
+                for (int e = 0; e < 4; e++) gk[nb][e] = gw[0][nb][e];
         __syncwarp();
         wgmma_fence();
         ws_window_products<BF>(gw, dK, dC0, dC1);
@@ -166,7 +200,12 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
         ws_add_d(sn, x.dg, rl0, c);
     } else {
         wgmma_fence();
-        for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 0>(sn, desc_add(x.dQ, 32 * ks), desc_add(dK, 32 * ks), ks > 0);
+        /* (KC: with position terms every tile off the band is saturated; its column constants
+         * as one bf16 k16 step, ones x the stage's (hi, lo) pairs, first: the ones' registers
+         * then need no fence of their own between the steps) */
+        if (POS && KC) wgmma_rs<64, 1, 0>(sn, x.ones, desc_add(x.dKC, 32 * s1), 0);
+        for (int ks = 0; ks < 4; ks++)
+            wgmma_ss<64, BF, 0, 0>(sn, desc_add(x.dQ, 32 * ks), desc_add(dK, 32 * ks), (POS && KC) || ks > 0);
         wgmma_commit();
         if (PV) {
             for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(o, pf[kk], desc_add(dV, 2048 * kk), 1);
@@ -177,11 +216,12 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
         }
         reg_fence(sn);
         if (POS && (zone == 1 || zone == 2)) {
-            /* the column constants here, the row constants (x.rc: already times sl2) in the softmax */
+            /* the column constants here (KC: in the product above), the row constants (x.rc:
+             * already times sl2) in the softmax */
             const float *cf = (const float *)(x.cf0 + 512 * s1) + 64 * (zone - 1);
             ro[0] = zone == 1 ? x.rc[0][0] : x.rc[1][0];
             ro[1] = zone == 1 ? x.rc[0][1] : x.rc[1][1];
-            for (int nb = 0; nb < 8; nb++) {
+            for (int nb = 0; nb < 8 && !KC; nb++) {
                 const float2 cv = *(const float2 *)(cf + 8 * nb + 2 * x.c);
                 sn[nb][0] += cv.x;
                 sn[nb][1] += cv.y;
@@ -190,108 +230,200 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
             }
         }
     }
-    if (n0 + 64 > x.L)
+    if (MSK) {
+        /* the producer's key biases (past L included), when the tile has a -inf one */
+        const float *mk = (const float *)(x.mk0 + 512 * s1);
+        if (((const int *)mk)[64])
+            for (int nb = 0; nb < 8; nb++) {
+                const float2 kb = *(const float2 *)(mk + 8 * nb + 2 * x.c);
+                sn[nb][0] += kb.x;
+                sn[nb][1] += kb.y;
+                sn[nb][2] += kb.x;
+                sn[nb][3] += kb.y;
+            }
+    } else if (n0 + 64 > x.L) {
         for (int nb = 0; nb < 8; nb++)
             for (int e = 0; e < 4; e++)
                 if (n0 + 8 * nb + 2 * x.c + (e & 1) >= x.L) sn[nb][e] = __int_as_float(0xff800000);
+    }
 }
 
-template <int BF, int POS>
+/* A CTA's unit: rows m0 .. m0 + 127 of head h of sequence b (PS: unit un, mb fastest; else the
+ * CTA's own), key tiles j0 .. j1 - 1 (mask kernels: those holding the sequence's valid keys,
+ * from the prologue's key range; none valid: tile 0 alone, whose rows are all padded) */
+template <int MSK, int PS>
+DATTN_DEV void fws_unit(const dattn_fwd_args &a, int un, int nmb, int &m0, int &h, int &b, int &j0, int &j1)
+{
+    m0 = 128 * (PS ? un % nmb : (int)blockIdx.x);
+    h = PS ? (un / nmb) % a.H : (int)blockIdx.y;
+    b = PS ? un / (nmb * a.H) : (int)blockIdx.z;
+    j0 = 0;
+    j1 = (a.L + 63) / 64;
+    if (MSK && a.kvr) {
+        j0 = a.kvr[2 * b] / 64;
+        j1 = (a.kvr[2 * b + 1] + 63) / 64;
+        if (j1 <= j0) j0 = 0, j1 = 1;
+    }
+}
+
+template <int BF, int POS, int MSK, int KC, int GR, int PS>
 DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
 {
     extern __shared__ __align__(1024) char smem_raw[];
     const uint32_t raw = smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;
     char *smem = smem_raw + (base - raw);
-    const uint32_t qbar = base + FWS_BAR, full0 = qbar + 8, empty0 = full0 + 8 * FWS_NST;
+    const uint32_t qbar = base + FWS_BAR, full0 = qbar + 8, empty0 = full0 + 8 * FWS_NST, qempty = empty0 + 8 * FWS_NST;
     /* (wg through a shuffle: warp-uniform to the compiler, descriptors in uniform registers) */
     const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
-    const int m0 = (int)blockIdx.x * 128, h = (int)blockIdx.y, b = (int)blockIdx.z, L = a.L, nt = (L + 63) / 64;
+    const int L = a.L;
     const int R = POS ? a.R : 0;
+    /* the unit (fws_unit; PS: the CTA runs units un = blockIdx.x, + gridDim.x, ... of nun, and
+     * the stages count on across them (tg0: the unit's first tile), the ring blocks too, two
+     * more per unit (rb: see the producer); uc: units done by the CTA); stages and parities
+     * count from j0 */
+    const int nmb = (L + 127) / 128, nun = PS ? nmb * a.H * a.B : 1;
+    int un = PS ? (int)blockIdx.x : 0, m0, h, b, j0, j1;
+    fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+    int nj = j1 - j0, tg0 = 0, uc = 0;
     if (tid == 0) {
         mbar_init(qbar, 1);
         for (int s = 0; s < FWS_NST; s++) {
-            mbar_init(full0 + 8 * s, POS ? 128 : 1);
+            mbar_init(full0 + 8 * s, POS ? 128 : MSK ? 32 : 1);
             mbar_init(empty0 + 8 * s, 256);
         }
+        if (PS) mbar_init(qempty, 256);
         mbar_init_fence();
     }
     __syncthreads();
     if (wg == 0) {
-        setmaxnreg_dec<40>();
-        if (!POS && warp != 0) return;
+        /* (more registers for the mask kernels' producer: the keys' biases; KC's: the pairs;
+         * PS's: the units) */
+        setmaxnreg_dec<PS ? 64 : MSK || KC ? 56 : 40>();
+        if (!POS && warp != 0) return; /* (without position terms warp 0 alone: lane 0 the copies, with a mask its 32 lanes the biases) */
         const int one = warp == 0 && lane == 0;
-        if (warp == 0) {
-            mbar_arrive_expect_tx_if(one, qbar, 2 * 64 * 128);
-            for (int half = 0; half < 2; half++)
-                tma_load_rows_if(one, base + FWS_Q + 8192 * half, &M.q, qbar, M.qrf, h, m0 + 64 * half, b);
-        }
-        const uint16_t *tpk = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh, *tpq = (const uint16_t *)a.pq + (int64_t)h * a.pq_sh;
-        /* (the kps planes exist when some tile may be saturated: R < L) */
-        const float *kp = POS && a.kps ? a.kps + ((int64_t)b * a.H + h) * 2 * a.kps_ld : nullptr;
-        for (int j = 0; j < nt; j++) {
-            const int s = j % FWS_NST;
-            if (j >= FWS_NST) mbar_wait(empty0 + 8 * s, (uint32_t)(j / FWS_NST - 1) & 1u);
-            if (POS && warp == 0) {
-                /* (position terms: the copies first, so that they fly while the constants and ring
-                 * rows load; every producer thread arrives after its stores) */
-                mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
-                tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
-                tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
+        int rb = 0;
+        for (;;) {
+            if (warp == 0) {
+                /* (PS: Q's buffer once both consumer warpgroups' last score products of the CTA's
+                 * previous unit are done) */
+                if (PS && uc > 0) mbar_wait(qempty, (uint32_t)(uc - 1) & 1u);
+                mbar_arrive_expect_tx_if(one, qbar, 2 * 64 * 128);
+                for (int half = 0; half < 2; half++)
+                    tma_load_rows_if(one, base + FWS_Q + 8192 * half, &M.q, qbar, M.qrf, h, m0 + 64 * half, b);
             }
-            if (POS) {
-                if (warp == 0 && kp) {
-                    float *cf = (float *)(smem + FWS_CF + 512 * s);
+            const uint16_t *tpk = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh, *tpq = (const uint16_t *)a.pq + (int64_t)h * a.pq_sh;
+            /* (the kps planes exist when some tile may be saturated: R < L) */
+            const float *kp = POS && a.kps ? a.kps + ((int64_t)b * a.H + h) * 2 * a.kps_ld : nullptr;
+            for (int j = j0; j < j1; j++) {
+                const int t = tg0 + j - j0, s = t % FWS_NST;
+                if (t >= FWS_NST) mbar_wait(empty0 + 8 * s, (uint32_t)(t / FWS_NST - 1) & 1u);
+                if ((POS || MSK) && warp == 0) {
+                    /* (position terms, masks: the copies first, so that they fly while the constants,
+                     * key biases and ring rows load; every producer thread arrives after its stores) */
+                    mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
+                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
+                }
+                if (POS && KC) {
+                    /* (KC) the tile's (hi, lo) pairs of its saturated side (at most one side per tile:
+                     * warpgroup 1's rows have the larger r) into slice s of the constants' tile, row
+                     * = key, k 16 s (+ 1): lane l keys 2 l, 2 l + 1 (0 past L) */
+                    if (t == 0) {
+                        const uint4 zero = {0u, 0u, 0u, 0u};
+                        for (int i = tid; i < 512; i += 128) *(uint4 *)(smem + FWS_KC + 16 * i) = zero;
+                        bar_sync_named(3, 128); /* (the producer's threads: the zeros before warp 0's pairs) */
+                    }
+                    const int n0 = 64 * j, pos = m0 + 64 - (n0 + 63) >= R, neg = m0 + 63 - n0 <= -R;
+                    if (warp == 0 && kp && (pos || neg))
+                        for (int e = 0; e < 2; e++) {
+                            const int key = 2 * lane + e, col = n0 + key;
+                            const uint32_t w = col < L ? ((const uint32_t *)kp)[(neg ? a.kps_ld : 0) + col] : 0u;
+                            *(uint32_t *)(smem + FWS_KC + key * 128 + (((2 * s) ^ (key & 7)) << 4)) = w;
+                        }
+                }
+                if (POS) {
+                    if (!KC && warp == 0 && kp) {
+                        float *cf = (float *)(smem + FWS_CF + 512 * s);
+                        for (int e = 0; e < 2; e++) {
+                            const int col = 64 * j + 2 * lane + e, ok = col < L;
+                            cf[2 * lane + e] = ok ? kp[a.kps_ld + col] : 0.f; /* side 0: sat_neg */
+                            cf[64 + 2 * lane + e] = ok ? kp[col] : 0.f;       /* side 1: sat_pos */
+                        }
+                    }
+                    /* (PS, a unit after the CTA's first: the ring's blocks rb + 0 .. 2 are the previous
+                     * unit's blocks nj - 4 .. nj - 2 (modulo FWS_NR), last read by its tile nj - 2,
+                     * blocks rb + 3 .. 5 its blocks nj - 1 .. nj + 1, read by its last tile nj - 1
+                     * (global tile tg0 - 1); the stage waits above cover tiles up to t - FWS_NST only) */
+                    if (PS && uc > 0 && j - j0 < 3) {
+                        const int tw = tg0 - (j == j0 ? 2 : 1);
+                        if (tw >= 0) mbar_wait(empty0 + 8 * (tw % FWS_NST), (uint32_t)(tw / FWS_NST) & 1u);
+                    }
+                    /* the ring blocks first needed by tile j (blocks j0 .. j0 + 2 at the first tile, then
+                     * block j + 2), each only if a tile a - 2 .. a that reads it is a band tile */
+                    for (int ab = j == j0 ? j : j + 2; ab <= j + 2; ab++) {
+                        int need = 0;
+                        for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= j0 && jj < j1 && ws_is_band<0>(m0, 128, 64 * jj, R);
+                        if (!need) continue;
+                        const int ch = tid & 7;
+    #pragma unroll 1
+                        for (int i = 0; i < 4; i += 2) { /* (two rows' loads in flight: the producer's 40 registers) */
+                            uint4 vr[2], vc[2];
+                            for (int k = 0; k < 2; k++) {
+                                const int sl = dev_slot(a, a.tab, m0 - 64 * ab + (tid >> 3) + 16 * (i + k) + 65);
+                                vr[k] = *(const uint4 *)(tpk + sl * a.pk_ss + 8 * ch);
+                                vc[k] = *(const uint4 *)(tpq + sl * a.pq_ss + 8 * ch);
+                            }
+                            for (int k = 0; k < 2; k++) {
+                                const int tr = (tid >> 3) + 16 * (i + k);
+                                const uint32_t o = 8192u * (uint32_t)((rb + ab) % FWS_NR) + (uint32_t)(tr * 128 + ((ch ^ (tr & 7)) << 4));
+                                *(uint4 *)(smem + FWS_RR + o) = vr[k];
+                                *(uint4 *)(smem + FWS_RC + o) = vc[k];
+                            }
+                        }
+                    }
+                    fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
+                }
+                if (MSK && warp == 0) {
+                    /* the tile's key biases: lane l takes keys 2 l, 2 l + 1 (-inf masked or past L) */
+                    float *mk = (float *)(smem + FWS_MK + 512 * s);
+                    int bad = 0;
                     for (int e = 0; e < 2; e++) {
-                        const int col = 64 * j + 2 * lane + e, ok = col < L;
-                        cf[2 * lane + e] = ok ? kp[a.kps_ld + col] : 0.f; /* side 0: sat_neg */
-                        cf[64 + 2 * lane + e] = ok ? kp[col] : 0.f;       /* side 1: sat_pos */
+                        const int col = 64 * j + 2 * lane + e;
+                        const int ok = col < L && a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0;
+                        bad |= !ok;
+                        mk[2 * lane + e] = ok ? 0.f : __int_as_float(0xff800000);
                     }
+                    bad = __any_sync(0xffffffffu, bad);
+                    if (lane == 0) ((int *)mk)[64] = bad;
                 }
-                /* the ring blocks first needed by tile j (blocks 0 .. 2 at tile 0, then block j + 2),
-                 * each only if a tile a - 2 .. a that reads it is a band tile */
-                for (int ab = j ? j + 2 : 0; ab <= j + 2; ab++) {
-                    int need = 0;
-                    for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= 0 && jj < nt && ws_is_band<0>(m0, 128, 64 * jj, R);
-                    if (!need) continue;
-                    const int ch = tid & 7;
-#pragma unroll 1
-                    for (int i = 0; i < 4; i += 2) { /* (two rows' loads in flight: the producer's 40 registers) */
-                        uint4 vr[2], vc[2];
-                        for (int k = 0; k < 2; k++) {
-                            const int sl = dev_slot(a, a.tab, m0 - 64 * ab + (tid >> 3) + 16 * (i + k) + 65);
-                            vr[k] = *(const uint4 *)(tpk + sl * a.pk_ss + 8 * ch);
-                            vc[k] = *(const uint4 *)(tpq + sl * a.pq_ss + 8 * ch);
-                        }
-                        for (int k = 0; k < 2; k++) {
-                            const int t = (tid >> 3) + 16 * (i + k);
-                            const uint32_t o = 8192u * (uint32_t)(ab % FWS_NR) + (uint32_t)(t * 128 + ((ch ^ (t & 7)) << 4));
-                            *(uint4 *)(smem + FWS_RR + o) = vr[k];
-                            *(uint4 *)(smem + FWS_RC + o) = vc[k];
-                        }
-                    }
+                if (POS || MSK) {
+                    mbar_arrive(full0 + 8 * s);
+                } else {
+                    mbar_arrive_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
+                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
                 }
-                fence_proxy_async(); /* (the ring rows are read by wgmma: the async proxy) */
             }
-            if (POS) {
-                mbar_arrive(full0 + 8 * s);
-            } else {
-                mbar_arrive_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
-                tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
-                tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
-            }
+            if (!PS) break;
+            tg0 += nj;
+            rb += nj + 2;
+            uc++;
+            if ((un += (int)gridDim.x) >= nun) break;
+            fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+            nj = j1 - j0;
         }
         return;
     }
-    setmaxnreg_inc<232>();
+    setmaxnreg_inc<MSK || KC || PS ? 224 : 232>();
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8),
      * columns 8 nb + 2 c (+ 1) of a tile */
     fws_ctx x;
     x.cw = wg - 1;
     x.rl0 = 16 * warp + (lane >> 2);
     x.c = lane & 3;
-    x.rb0 = m0 + 64 * x.cw;
     x.L = L;
     x.R = R;
+    x.rb = 0;
     x.dQ = desc_kmajor(base + FWS_Q, 128, 64 * x.cw, 0);
     x.dK0 = desc_kmajor(base + FWS_K, 64, 0, 0);
     x.dV0 = desc_mnmajor(base + FWS_V, 64, 0);
@@ -299,95 +431,176 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     x.dRC = desc_kmajor(base + FWS_RC, 64, 0, 0);
     x.dg = (float *)(smem + FWS_D + 64 * WS_DP * 4 * x.cw);
     x.cf0 = smem + FWS_CF;
-    mbar_wait(qbar, 0);
-    for (int sd = 0; sd < 2; sd++) x.rc[sd][0] = x.rc[sd][1] = 0.f;
-    if (POS && R < L) {
-        /* the rows' saturated constants q_i . pk[sat_neg] (side 0), q_i . pk[sat_pos] (side 1):
-         * lane c of the quad sums d = 16 c .. 16 c + 15, the quad adds the four parts */
-        const uint16_t *t0 = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh + (int64_t)a.sat_neg * a.pk_ss,
-                       *t1 = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh + (int64_t)a.sat_pos * a.pk_ss;
-        for (int i = 0; i < 2; i++) {
-            const int row = 64 * x.cw + x.rl0 + 8 * i;
-            float s0 = 0.f, s1 = 0.f;
-            for (int dd = 0; dd < 16; dd++) {
-                const int d = 16 * x.c + dd;
-                const float q = h2f<BF>(*(const uint16_t *)(smem + FWS_Q + row * 128 + (((d >> 3) ^ (row & 7)) << 4) + (d & 7) * 2));
-                s0 = fmaf(q, h2f<BF>(t0[d]), s0);
-                s1 = fmaf(q, h2f<BF>(t1[d]), s1);
+    x.mk0 = smem + FWS_MK;
+    x.dKC = desc_kmajor(base + FWS_KC, 64, 0, 0);
+    {
+        const uint32_t one2 = x.c == 0 ? 0x3F803F80u : 0u; /* bf16 1.0, 1.0 at k 0, 1 */
+        x.ones[0] = x.ones[1] = one2;
+        x.ones[2] = x.ones[3] = 0u;
+    }
+    for (;;) {
+        x.rb0 = m0 + 64 * x.cw;
+        x.j0 = j0;
+        mbar_wait(qbar, (uint32_t)uc & 1u);
+        for (int sd = 0; sd < 2; sd++) x.rc[sd][0] = x.rc[sd][1] = 0.f;
+        if (POS && R < L) {
+            /* the rows' saturated constants q_i . pk[sat_neg] (side 0), q_i . pk[sat_pos] (side 1):
+             * lane c of the quad sums d = 16 c .. 16 c + 15, the quad adds the four parts */
+            const uint16_t *t0 = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh + (int64_t)a.sat_neg * a.pk_ss,
+                           *t1 = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh + (int64_t)a.sat_pos * a.pk_ss;
+            for (int i = 0; i < 2; i++) {
+                const int row = 64 * x.cw + x.rl0 + 8 * i;
+                float s0 = 0.f, s1 = 0.f;
+                for (int dd = 0; dd < 16; dd++) {
+                    const int d = 16 * x.c + dd;
+                    const float q = h2f<BF>(*(const uint16_t *)(smem + FWS_Q + row * 128 + (((d >> 3) ^ (row & 7)) << 4) + (d & 7) * 2));
+                    s0 = fmaf(q, h2f<BF>(t0[d]), s0);
+                    s1 = fmaf(q, h2f<BF>(t1[d]), s1);
+                }
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+                s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+                s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+                x.rc[0][i] = s0 * a.sl2;
+                x.rc[1][i] = s1 * a.sl2;
             }
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
-            s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
-            s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
-            x.rc[0][i] = s0 * a.sl2;
-            x.rc[1][i] = s1 * a.sl2;
         }
-    }
-    float o[8][4], sa[8][4];
-    for (int nb = 0; nb < 8; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
-    float mx[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, ls[2] = {0.f, 0.f}; /* the rows' running max (log2 units) and sum */
-    float ro[2]; /* the current tile's row constants (fws_score) */
-    mbar_wait(full0, 0);
-    {
-        const uint32_t pz[4][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
-        fws_score<BF, POS, 0>(sa, ro, o, pz, x, 0, 0, 0);
-    }
-    /* tiles 0 .. nt - 2 issue the next tile's products; the last one, peeled, does not */
-    for (int j = 0; j < nt - 1; j++) {
-        uint32_t pf[4][4];
-        fws_softmax<BF>(sa, o, pf, mx, ls, ro, a.sl2);
-        if (j > 0) mbar_arrive(empty0 + 8 * ((j - 1) % FWS_NST));
-        const int s1 = (j + 1) % FWS_NST;
-        mbar_wait(full0 + 8 * s1, (uint32_t)((j + 1) / FWS_NST) & 1u);
-        float sn[8][4];
-        fws_score<BF, POS, 1>(sn, ro, o, pf, x, j + 1, s1, j % FWS_NST);
-        for (int nb = 0; nb < 8; nb++)
-            for (int e = 0; e < 4; e++) sa[nb][e] = sn[nb][e];
-    }
-    {
-        uint32_t pf[4][4];
-        fws_softmax<BF>(sa, o, pf, mx, ls, ro, a.sl2);
-        if (nt > 1) mbar_arrive(empty0 + 8 * ((nt - 2) % FWS_NST));
-        const uint64_t dV = desc_add(x.dV0, 8192u * ((nt - 1) % FWS_NST));
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(o, pf[kk], desc_add(dV, 2048 * kk), 1);
-        wgmma_commit();
-    }
-    wgmma_wait<0>();
-    reg_fence(o);
-    mbar_arrive(empty0 + 8 * ((nt - 1) % FWS_NST));
-    for (int i = 0; i < 2; i++) {
-        ls[i] += __shfl_xor_sync(0xffffffffu, ls[i], 1);
-        ls[i] += __shfl_xor_sync(0xffffffffu, ls[i], 2);
-    }
-    for (int i = 0; i < 2; i++) {
-        const int row = x.rb0 + x.rl0 + 8 * i;
-        if (row >= L) continue;
-        const float inv = 1.f / ls[i];
-        uint16_t *op = (uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)row * a.o_sl + (int64_t)h * a.o_sh + 2 * x.c;
-        for (int nb = 0; nb < 8; nb++) *(uint32_t *)(op + 8 * nb) = pack2<BF>(o[nb][2 * i] * inv, o[nb][2 * i + 1] * inv);
-        if (a.lse && x.c == 0)
-            a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] = (mx[i] + lg2f(ls[i])) * 0.69314718055994531f;
+        float o[8][4], sa[8][4];
+        for (int nb = 0; nb < 8; nb++) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.f;
+        float mx[2] = {__int_as_float(0xff800000), __int_as_float(0xff800000)}, ls[2] = {0.f, 0.f}; /* the rows' running max (log2 units) and sum */
+        float ro[2]; /* the current tile's row constants (fws_score) */
+        float gk[8][4]; /* (GR) the last band tile's G of its window's first half */
+        mbar_wait(full0 + 8 * (tg0 % FWS_NST), (uint32_t)(tg0 / FWS_NST) & 1u);
+        {
+            const uint32_t pz[4][4] = {{0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}, {0u, 0u, 0u, 0u}};
+            fws_score<BF, POS, MSK, KC, GR, PS, 0>(sa, ro, o, pz, gk, x, j0, tg0 % FWS_NST, 0);
+        }
+        /* tiles j0 .. j1 - 2 (g = tg0 + t: their stage and parity count) issue the next tile's
+         * products; the last one, peeled, does not */
+        for (int t = 0; t < nj - 1; t++) {
+            const int g = tg0 + t;
+            uint32_t pf[4][4];
+            fws_softmax<BF, MSK>(sa, o, pf, mx, ls, ro, a.sl2);
+            if (t > 0) mbar_arrive(empty0 + 8 * ((g - 1) % FWS_NST));
+            const int s1 = (g + 1) % FWS_NST;
+            mbar_wait(full0 + 8 * s1, (uint32_t)((g + 1) / FWS_NST) & 1u);
+            float sn[8][4];
+            fws_score<BF, POS, MSK, KC, GR, PS, 1>(sn, ro, o, pf, gk, x, j0 + t + 1, s1, g % FWS_NST);
+            for (int nb = 0; nb < 8; nb++)
+                for (int e = 0; e < 4; e++) sa[nb][e] = sn[nb][e];
+        }
+        /* (PS: the unit's last score products are done: Q's buffer is free for the next unit) */
+        if (PS) mbar_arrive(qempty);
+        {
+            const int g = tg0 + nj - 1;
+            uint32_t pf[4][4];
+            fws_softmax<BF, MSK>(sa, o, pf, mx, ls, ro, a.sl2);
+            if (nj > 1) mbar_arrive(empty0 + 8 * ((g - 1) % FWS_NST));
+            const uint64_t dV = desc_add(x.dV0, 8192u * (g % FWS_NST));
+            wgmma_fence();
+            for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(o, pf[kk], desc_add(dV, 2048 * kk), 1);
+            wgmma_commit();
+        }
+        wgmma_wait<0>();
+        reg_fence(o);
+        mbar_arrive(empty0 + 8 * ((tg0 + nj - 1) % FWS_NST));
+        for (int i = 0; i < 2; i++) {
+            ls[i] += __shfl_xor_sync(0xffffffffu, ls[i], 1);
+            ls[i] += __shfl_xor_sync(0xffffffffu, ls[i], 2);
+        }
+        for (int i = 0; i < 2; i++) {
+            const int row = x.rb0 + x.rl0 + 8 * i;
+            if (row >= L) continue;
+            /* (mask kernels: a padded row (mask 0) gets SPEC's padded-row output: HF the mean of V
+             * over the L keys (the prologue's vmean) with lse log L, ZERO zeros with lse -inf) */
+            const int pad = MSK && a.mask[(int64_t)b * a.m_sb + (int64_t)row * a.m_sl] == 0;
+            const float inv = 1.f / ls[i];
+            const float *vm = a.hf && a.vmean ? a.vmean + ((int64_t)b * a.H + h) * 64 + 2 * x.c : nullptr;
+            uint16_t *op = (uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)row * a.o_sl + (int64_t)h * a.o_sh + 2 * x.c;
+            for (int nb = 0; nb < 8; nb++) {
+                float v0 = o[nb][2 * i] * inv, v1 = o[nb][2 * i + 1] * inv;
+                if (pad) {
+                    v0 = vm ? vm[8 * nb] : 0.f;
+                    v1 = vm ? vm[8 * nb + 1] : 0.f;
+                }
+                *(uint32_t *)(op + 8 * nb) = pack2<BF>(v0, v1);
+            }
+            if (a.lse && x.c == 0)
+                a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] =
+                    pad ? (a.hf ? a.logL : __int_as_float(0xff800000)) : (mx[i] + lg2f(ls[i])) * 0.69314718055994531f;
+        }
+        if (!PS) break;
+        tg0 += nj;
+        x.rb += nj + 2;
+        uc++;
+        if ((un += (int)gridDim.x) >= nun) break;
+        fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+        nj = j1 - j0;
     }
 }
 
-#define FWS_KERNEL(DT, BF, POS)                                                                    \
+#define FWS_KERNEL(DT, BF, POS, MSK, KC, GR, PS, SUF)                                                 \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
-        dattn_fwd_ws_##DT##_d64_pos##POS(const __grid_constant__ dattn_fwd_args a,                   \
-                                         const __grid_constant__ dattn_fws_maps M)                  \
+        dattn_fwd_ws_##DT##_d64_pos##POS##SUF(const __grid_constant__ dattn_fwd_args a,              \
+                                              const __grid_constant__ dattn_fws_maps M)             \
     {                                                                                              \
-        fws_body<BF, POS>(a, M);                                                                   \
+        fws_body<BF, POS, MSK, KC, GR, PS>(a, M);                                                    \
     }
-FWS_KERNEL(f16, 0, 0)
-FWS_KERNEL(f16, 0, 1)
-FWS_KERNEL(bf16, 1, 0)
-FWS_KERNEL(bf16, 1, 1)
+FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, )
+FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, )
+FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, )
+FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 0, )
+FWS_KERNEL(f16, 0, 0, 1, 0, 0, 0, _mask)
+FWS_KERNEL(f16, 0, 1, 1, 0, 0, 0, _mask)
+FWS_KERNEL(bf16, 1, 0, 1, 0, 0, 0, _mask)
+FWS_KERNEL(bf16, 1, 1, 1, 0, 0, 0, _mask)
+/* (DATTN_CUDA_FWD=wsk, to be measured: a saturated tile's column constants through the score
+ * product; the kps planes as (hi, lo) pairs) */
+FWS_KERNEL(f16, 0, 1, 0, 1, 0, 0, _kc)
+FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, _kc)
+FWS_KERNEL(f16, 0, 1, 1, 1, 0, 0, _mask_kc)
+FWS_KERNEL(bf16, 1, 1, 1, 1, 0, 0, _mask_kc)
+/* (DATTN_CUDA_FWD=wsg / wskg, to be measured: a band tile's G of its window's second half kept
+ * from the previous band tile) */
+FWS_KERNEL(f16, 0, 1, 0, 0, 1, 0, _gr)
+FWS_KERNEL(bf16, 1, 1, 0, 0, 1, 0, _gr)
+FWS_KERNEL(f16, 0, 1, 0, 1, 1, 0, _kc_gr)
+FWS_KERNEL(bf16, 1, 1, 0, 1, 1, 0, _kc_gr)
+/* (DATTN_CUDA_FWD=wsp, to be measured: persistent CTAs, one per SM, over the units; the
+ * producer stages the next unit's Q, first K / V tiles and ring blocks while the consumers end
+ * the current one. Not with GR: at the consumers' 224 registers ptxas serializes its wgmma,
+ * C7512, and the producer's loop needs 64) */
+FWS_KERNEL(f16, 0, 0, 0, 0, 0, 1, _ps)
+FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 1, _ps)
+FWS_KERNEL(f16, 0, 1, 0, 0, 0, 1, _ps)
+FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 1, _ps)
 
-/* The forward on this path (after the prologue's kps planes when R < L). dry: only the checks
- * and the maps, nothing launched. Returns cudaErrorNotSupported, having launched nothing, for a
- * call outside the path (packed, a mask, dropout, D other than 64, one position term alone, no
- * kps planes where tiles may be saturated) or a tensor TMA cannot map (tma.cuh). */
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int dry, cudaStream_t stream)
+/* The variant bits a call takes of var: PS unmasked calls only (and then neither KC nor GR), KC
+ * with position terms, GR with position terms, unmasked. */
+static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr)
+{
+    *ps = (var & FWS_VAR_PS) && !a->mask;
+    *kc = !*ps && (var & FWS_VAR_KC) && a->c2p;
+    *gr = !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
+}
+
+/* Whether the kernel dattn_launch_fwd_ws takes for (a, var) reads the kps planes as bf16 (hi,
+ * lo) pairs (the KC kernels) rather than fp32 sums. */
+extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var)
+{
+    int ps, kc, gr;
+    fws_pick(a, var, &ps, &kc, &gr);
+    return kc;
+}
+
+/* The forward on this path (after the prologue's kps planes when R < L, fp32 sums, or with
+ * FWS_VAR_KC in var: bf16 (hi, lo) pairs for the KC kernels; its vmean with a mask and HF padded
+ * rows); var: FWS_VAR_* bits (common.cuh), a variant a call cannot take ignored. dry: only the
+ * checks and the maps, nothing launched. Returns
+ * cudaErrorNotSupported, having launched nothing, for a call outside the path (packed, dropout,
+ * D other than 64, one position term alone, no kps planes where tiles may be saturated, no vmean
+ * for HF padded rows) or a tensor TMA cannot map (tma.cuh). */
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int dry, cudaStream_t stream)
 {
     dattn_fws_maps M;
     int rf[3] = {0, 0, 0};
@@ -395,8 +608,8 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
      * that nests: 64 for the heads, H x the heads' for the rows) */
     const int64_t qh = a->H > 1 ? a->q_sh : 64, kh = a->H > 1 ? a->k_sh : 64, vh = a->H > 1 ? a->v_sh : 64;
     const int64_t ql = a->L > 1 ? a->q_sl : a->H * qh, kl = a->L > 1 ? a->k_sl : a->H * kh, vl = a->L > 1 ? a->v_sl : a->H * vh;
-    if (a->B < 1 || a->L < 1 || a->H < 1 || a->D != 64 || a->packed || a->mask || a->drop_thr || a->c2p != a->p2c ||
-        (a->c2p && a->R < a->L && !dry && !a->kps) || a->B > 65535 || a->H > 65535 ||
+    if (a->B < 1 || a->L < 1 || a->H < 1 || a->D != 64 || a->packed || a->drop_thr || a->c2p != a->p2c ||
+        (a->c2p && a->R < a->L && !dry && !a->kps) || (a->mask && a->hf && !dry && !a->vmean) || a->B > 65535 || a->H > 65535 ||
         dattn_tma_rows_map(&M.q, &rf[0], a->q, a->B, a->L, a->H, a->q_sb, ql, qh, 64) != cudaSuccess ||
         dattn_tma_rows_map(&M.k, &rf[1], a->k, a->B, a->L, a->H, a->k_sb, kl, kh, 64) != cudaSuccess ||
         dattn_tma_rows_map(&M.v, &rf[2], a->v, a->B, a->L, a->H, a->v_sb, vl, vh, 64) != cudaSuccess)
@@ -406,11 +619,40 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
     M.krf = rf[1];
     M.vrf = rf[2];
     typedef void (*kfn)(dattn_fwd_args, dattn_fws_maps);
-    static const kfn kt[2][2] = {{dattn_fwd_ws_f16_d64_pos0, dattn_fwd_ws_f16_d64_pos1},
-                                 {dattn_fwd_ws_bf16_d64_pos0, dattn_fwd_ws_bf16_d64_pos1}};
-    const kfn k = kt[bf != 0][a->c2p != 0];
+    /* [mask][bf16][position terms] */
+    static const kfn kt[2][2][2] = {{{dattn_fwd_ws_f16_d64_pos0, dattn_fwd_ws_f16_d64_pos1},
+                                     {dattn_fwd_ws_bf16_d64_pos0, dattn_fwd_ws_bf16_d64_pos1}},
+                                    {{dattn_fwd_ws_f16_d64_pos0_mask, dattn_fwd_ws_f16_d64_pos1_mask},
+                                     {dattn_fwd_ws_bf16_d64_pos0_mask, dattn_fwd_ws_bf16_d64_pos1_mask}}};
+    /* [mask][bf16] (kc: position terms) */
+    static const kfn kk[2][2] = {{dattn_fwd_ws_f16_d64_pos1_kc, dattn_fwd_ws_bf16_d64_pos1_kc},
+                                 {dattn_fwd_ws_f16_d64_pos1_mask_kc, dattn_fwd_ws_bf16_d64_pos1_mask_kc}};
+    /* [kc][bf16] (gr: position terms, no mask) */
+    static const kfn kg[2][2] = {{dattn_fwd_ws_f16_d64_pos1_gr, dattn_fwd_ws_bf16_d64_pos1_gr},
+                                 {dattn_fwd_ws_f16_d64_pos1_kc_gr, dattn_fwd_ws_bf16_d64_pos1_kc_gr}};
+    /* [position terms][bf16] (persistent: no mask, no kc, no gr) */
+    static const kfn kq[2][2] = {{dattn_fwd_ws_f16_d64_pos0_ps, dattn_fwd_ws_bf16_d64_pos0_ps},
+                                 {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
+    int withps, withkc, withgr;
+    fws_pick(a, var, &withps, &withkc, &withgr);
+    const kfn k = withps   ? kq[a->c2p != 0][bf != 0]
+                  : withgr ? kg[withkc][bf != 0]
+                  : withkc ? kk[a->mask != nullptr][bf != 0]
+                           : kt[a->mask != nullptr][bf != 0][a->c2p != 0];
+    const int smem = withkc ? FWS_SMEM_KC : FWS_SMEM;
+    const int64_t units = (int64_t)((a->L + 127) / 128) * a->H * a->B;
+    dim3 grid((unsigned)((a->L + 127) / 128), (unsigned)a->H, (unsigned)a->B);
     cudaError_t e;
-    if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, FWS_SMEM)) != cudaSuccess) return e;
-    k<<<dim3((unsigned)((a->L + 127) / 128), (unsigned)a->H, (unsigned)a->B), 384, FWS_SMEM, stream>>>(*a, M);
+    if (withps) {
+        /* one CTA per SM (215 KB of shared memory each), at most one per unit */
+        int dev = 0, nsm = 0;
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+            return e;
+        if (units > INT32_MAX) return cudaErrorNotSupported;
+        grid = dim3((unsigned)(units < nsm ? units : nsm), 1u, 1u);
+    }
+    if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
+    k<<<grid, 384, smem, stream>>>(*a, M);
     return cudaGetLastError();
 }

@@ -45,9 +45,17 @@
  *           is the fp32 constant to ~2^-16 relative);
  *   sm90w1h  sm90w1g with sm90w1e's leaner band-tile overheads (bitwise sm90w1g);
  *   ws      the warp-specialized forward (fwd_ws_d64_sm90.cu: sm_90, fp16 / bf16, D = 64,
- *           padded, no mask, no dropout, c2p and p2c both or neither, TMA-mappable rows); a
+ *           padded (any mask), no dropout, c2p and p2c both or neither, TMA-mappable rows); a
  *           call it cannot run returns UNSUPPORTED instead of falling back. The default takes
- *           it for such calls at L > FWD_WS_MIN_L (below).
+ *           it for such calls without a mask at L > FWD_WS_MIN_L (below);
+ *   wsk     ws with a saturated tile's column constants through the score product (a bf16
+ *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g), to be measured;
+ *   wsg     ws with a band tile's G of its window's second half kept (in registers) from the
+ *           previous band tile (unmasked calls with position terms; others run ws), to be measured;
+ *   wskg    both;
+ *   wsp     ws on persistent CTAs (one per SM over the (row block, head, sequence) units: the
+ *           producer stages the next unit while the consumers end theirs; unmasked calls, others
+ *           run ws), to be measured.
  * Dropout runs on both forward paths; on the tensor-core path the HF padded rows of a
  * dropout call are written by a small extra kernel (their mean depends on the row's mask).
  *
@@ -166,7 +174,8 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
 extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R);
 extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream);
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int dry, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int dry, cudaStream_t stream);
+extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var);
 
 #define STR2(...) #__VA_ARGS__
 #define STR(...) STR2(__VA_ARGS__)
@@ -594,6 +603,18 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #ifndef FWD_WS_MIN_L
 #define FWD_WS_MIN_L 1024
 #endif
+/* 1: the default takes ws for masked calls too (above FWD_WS_MIN_L). 0 until its mask kernels
+ * are measured on the GPU (they were written and emulated after call 6; DATTN_CUDA_FWD=ws pins
+ * them). */
+#ifndef FWD_WS_MASK_DEFAULT
+#define FWD_WS_MASK_DEFAULT 0
+#endif
+/* The ws form the default takes there (FWS_VAR_* bits, common.cuh: 0 ws; wsk, wsg, wskg, wsp are
+ * pinned by DATTN_CUDA_FWD until measured). These three can be set at build time (NVCCFLAGS,
+ * e.g. -DFWD_WS_MIN_L=512) for same-run A/B builds. */
+#ifndef FWD_WS_DEFAULT_VAR
+#define FWD_WS_DEFAULT_VAR 0
+#endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
 #define SM90_BN 128
@@ -738,6 +759,18 @@ static int tf32_ok(const dattn_call *c, const dattn_fwd_args &a, const dev_info 
     return f32_aligned(c, a);
 }
 
+/* The ws forward's variant bits (FWS_VAR_*) that DATTN_CUDA_FWD pins, or -1 where it names no
+ * form of the ws forward. */
+static int fws_variant(const char *force)
+{
+    static const struct { const char *name; int var; } v[] = {
+        {"ws", 0}, {"wsk", FWS_VAR_KC}, {"wsg", FWS_VAR_GR}, {"wskg", FWS_VAR_KC | FWS_VAR_GR},
+        {"wsp", FWS_VAR_PS}};
+    for (size_t i = 0; force && i < sizeof v / sizeof v[0]; i++)
+        if (!strcmp(force, v[i].name)) return v[i].var;
+    return -1;
+}
+
 static dattn_status fwd_on_device(const dattn_call *c, int dev)
 {
     const dattn_params *p = c->p;
@@ -807,17 +840,18 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
                                di.major, di.minor);
     /* the warp-specialized forward: pinned, or the default's choice above FWD_WS_MIN_L (the
      * dry call checks the call and the tensors' maps; the kps planes come below) */
-    const int ws_pin = force && !strcmp(force, "ws");
+    const int wsv = fws_variant(force), ws_pin = wsv >= 0, wvar = ws_pin ? wsv : FWD_WS_DEFAULT_VAR;
     int wsf = 0;
-    if (tc && di.major == 9 && di.minor == 0 && c->D == 64 && (ws_pin || (!force && c->L > FWD_WS_MIN_L)))
-        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, 1, NULL) == cudaSuccess;
+    if (tc && di.major == 9 && di.minor == 0 && c->D == 64 &&
+        (ws_pin || (!force && c->L > FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data))))
+        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, 1, NULL) == cudaSuccess;
     if (ws_pin && !wsf)
         return dattn_set_error(DATTN_UNSUPPORTED,
-                               "DATTN_CUDA_FWD=ws: the warp-specialized forward needs compute capability 9.0 "
-                               "(this device: %d.%d), fp16/bf16, head_dim 64, the padded layout without a mask "
-                               "or dropout, c2p and p2c both on or both off, 16-byte aligned rows and a "
+                               "DATTN_CUDA_FWD=%s: the warp-specialized forward needs compute capability 9.0 "
+                               "(this device: %d.%d), fp16/bf16, head_dim 64, the padded layout without "
+                               "dropout, c2p and p2c both on or both off, 16-byte aligned rows and a "
                                "monotone slot map",
-                               di.major, di.minor);
+                               force, di.major, di.minor);
     if (tc && !lf) {
         lf = pick_tc((int)c->D, p->dtype == DATTN_BF16, big, &bm, &smem);
         if (!lf || smem > di.smem_optin) {
@@ -856,13 +890,14 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     cudaError_t e;
     if (kvr || vmean || kps) {
         /* the OG kernels (sm90w1g) read the kps planes as bf16 (hi, lo) pairs */
-        const int kps_hl = !wsf && (lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70 ||
-                           lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o86 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o86);
+        /* (and the ws forward's KC kernels) */
+        const int kps_hl = (wsf && dattn_fwd_ws_kps_hl(&a, wvar)) || (!wsf && (lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o70 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o70 ||
+                           lf == dattn_launch_fwd_sm90_d64_f16_n64_w4o86 || lf == dattn_launch_fwd_sm90_d64_bf16_n64_w4o86));
         if ((e = dattn_launch_fwd_prep(&a, dt, kvr, vmean, kps, kps_hl, stream)) != cudaSuccess)
             return cuda_fail(e, "forward prologue launch");
     }
     if (wsf) {
-        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, 0, stream);
+        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, 0, stream);
     } else if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);

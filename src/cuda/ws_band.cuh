@@ -30,8 +30,8 @@ DATTN_DEV void ws_window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db
     }
 }
 
-/* D[row][col] = G[row][row - col + 63] (the warp's own rows) */
-DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1) */
+DATTN_DEV void ws_gather_g2(float *dg, const float (&g0)[8][4], const float (&g1)[8][4], int rl0, int c)
 {
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -40,9 +40,11 @@ DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = gw[hh][nb][e];
+                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = hh ? g1[nb][e] : g0[nb][e];
             }
 }
+
+DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c) { ws_gather_g2(dg, gw[0], gw[1], rl0, c); }
 
 /* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
 template <int ADD>

@@ -30,6 +30,7 @@ enum cudaMemcpyKind {
 };
 
 enum cudaDeviceAttr {
+    cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
     cudaDevAttrComputeCapabilityMajor = 75,
     cudaDevAttrComputeCapabilityMinor = 76

@@ -295,6 +295,11 @@ cudaError_t cudaDeviceGetAttribute(int *v, enum cudaDeviceAttr a, int dev)
     case cudaDevAttrComputeCapabilityMajor: *v = c / 10; break;
     case cudaDevAttrComputeCapabilityMinor: *v = c % 10; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = c >= 90 ? 232448 : 166912; break;
+    case cudaDevAttrMultiProcessorCount: { /* few, so that persistent kernels run several units a CTA */
+        const char *ns = getenv("DATTN_EMU_SMS");
+        *v = ns && atoi(ns) > 0 ? atoi(ns) : 3;
+        break;
+    }
     default: return cudaErrorInvalidValue;
     }
     return cudaSuccess;
