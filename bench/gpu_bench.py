@@ -136,6 +136,33 @@ class DattnFwd:
         return self.out
 
 
+class DattnFwdPacked(DattnFwd):
+    """The packed layout's forward: q, k, v [T, H, D], cu_seqlens [B + 1] int32 (device)."""
+
+    def __init__(self, lib, q, k, v, pk, pq, cu, max_len, pos_att=3, pb=256, M=512):
+        T, H, D = q.shape
+        self.lib = lib
+        self.p = Params()
+        lib.dattn_params_init(ctypes.byref(self.p))
+        p = self.p
+        p.device = 1
+        p.dtype = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}[q.dtype]
+        p.layout = 1  # DATTN_LAYOUT_PACKED
+        p.pos_att, p.position_buckets, p.max_relative_positions = pos_att, pb, M
+        p.batch, p.seqlen, p.heads, p.head_dim, p.total_tokens = cu.numel() - 1, max_len, H, D, T
+        self.out = torch.empty_like(q)
+        self.lse = torch.empty(H, T, device=q.device, dtype=torch.float32)
+        self.keep = [q, k, v, pk, pq, cu]
+        p.q, p.k, p.v, p.out = tens(q, 3), tens(k, 3), tens(v, 3), tens(self.out, 3)
+        p.pk, p.pq, p.lse = tens(pk, 3), tens(pq, 3), tens(self.lse, 2)
+        p.cu_seqlens = cu.data_ptr()
+        n = ctypes.c_size_t(0)
+        if lib.dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n)) != 0:
+            raise RuntimeError(lib.dattn_last_error().decode())
+        self.ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device)
+        p.workspace, p.workspace_size = self.ws.data_ptr(), n.value
+
+
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
                   ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1c", "sm90w1c"),
@@ -255,6 +282,23 @@ def op_level(lib, shapes, results, quick):
             row["dattn_masked_half_ws_ms"] = bench_forced(fm, "ws", rep=100)
         except Exception:  # not on this GPU
             row["dattn_masked_half_ws_ms"] = None
+        # packed: the same B sequences of lengths L / 4 .. L (fixed draw), default and ws pinned
+        g = torch.Generator().manual_seed(B * 100003 + L)
+        lens = torch.randint(L // 4, L + 1, (B,), generator=g)
+        lens[0] = L
+        cu = torch.zeros(B + 1, dtype=torch.int32)
+        cu[1:] = torch.cumsum(lens, 0)
+        T = int(cu[-1])
+        qp = torch.randn(T, H, D, device=dev, dtype=torch.float16)
+        kp_, vp = torch.randn_like(qp), torch.randn_like(qp)
+        fp = DattnFwdPacked(lib, qp, kp_, vp, s["pk"], s["pq"], cu.to(dev), L)
+        row["packed_tokens"] = T
+        row["dattn_packed_ms"] = bench(fp, rep=100)
+        try:
+            row["dattn_packed_ws_ms"] = bench_forced(fp, "ws", rep=100)
+        except Exception:
+            row["dattn_packed_ws_ms"] = None
+        del fp, qp, kp_, vp
         results["op"].append(row)
         del nxt
         torch.cuda.empty_cache()
@@ -682,13 +726,15 @@ def main():
             "dattn_allband_ms", "dattn_allband_w1g_ms", "dattn_allband_w1h_ms")))
     # the warp-specialized forward (DATTN_CUDA_FWD=ws) against the default and torch
     print("%-14s %9s %9s %9s %9s %9s %9s %9s %9s %9s" % (
-        "shape", "dattn", "ws", "nopos", "nopos_ws", "sat_ws", "band", "band_ws", "ws/flash", "ws/cudnn") + " %9s %9s" % ("masked", "mask_ws"))
+        "shape", "dattn", "ws", "nopos", "nopos_ws", "sat_ws", "band", "band_ws", "ws/flash", "ws/cudnn") +
+        " %9s %9s %9s %9s" % ("masked", "mask_ws", "packed", "pack_ws"))
     for r in res["op"]:
         w, fl, cu = r.get("dattn_ws_ms"), r.get("sdpa_flash_ms"), r.get("sdpa_cudnn_ms")
         print("%-14s" % ("B%d L%d" % (r["B"], r["L"])) + "".join(" %9.3f" % (r.get(k) or 0) for k in (
             "dattn_ms", "dattn_ws_ms", "dattn_nopos_ms", "dattn_nopos_ws_ms", "dattn_satmost_ws_ms",
             "dattn_allband_ms", "dattn_allband_ws_ms")) + " %9.3f %9.3f" % (w / fl if w and fl else 0, w / cu if w and cu else 0) +
-              " %9.3f %9.3f" % (r.get("dattn_masked_half_ms") or 0, r.get("dattn_masked_half_ws_ms") or 0))
+              " %9.3f %9.3f %9.3f %9.3f" % (r.get("dattn_masked_half_ms") or 0, r.get("dattn_masked_half_ws_ms") or 0,
+                                            r.get("dattn_packed_ms") or 0, r.get("dattn_packed_ws_ms") or 0))
     # ws against its variants: wsk (a saturated tile's column constants through the score
     # product), wsg (a band tile's G of the window's second half kept from the previous band
     # tile), wskg (both), wsp (persistent CTAs)

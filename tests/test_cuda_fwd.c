@@ -216,7 +216,7 @@ typedef struct tcase {
  * would fail the case). */
 static int ws_case(const tcase *t)
 {
-    return t->dtype != DATTN_F32 && t->D == 64 && !t->packed && !(t->drop > 0.f) && (t->pos_att == 0 || t->pos_att == 3) &&
+    return t->dtype != DATTN_F32 && t->D == 64 && !(t->drop > 0.f) && (t->pos_att == 0 || t->pos_att == 3) &&
            t->lay != LAY_UNALIGNED;
 }
 
@@ -1406,8 +1406,8 @@ static void tf32_cases(int q, uint64_t *cs)
  * rows, ...), both dtypes, the three slot maps (v3 log: band and saturated tiles from L 513; the
  * small log map saturates from |r| 32: saturated tiles of both sides early; linear), with and
  * without position terms, contiguous and fused (qkv) layouts, without a mask and with each mask
- * kind in both padded-row modes; all rows checked, then sampled rows at 8K. small: a few small
- * cases (sanitizers). */
+ * kind in both padded-row modes; all rows checked, then sampled rows at 8K; packed calls (random
+ * lengths) up to 2049 and at 8K. small: a few small cases (sanitizers). */
 static void ws_cases(int small, uint64_t *cs)
 {
 #define WS_NEXT (*cs = *cs * 6364136223846793005ull + 1442695040888963407ull)
@@ -1428,7 +1428,13 @@ static void ws_cases(int small, uint64_t *cs)
                 if (small && pk) break;
                 run_case(&t, WS_NEXT, NULL, NULL);
             }
-    if (small) return;
+    if (small) { /* one packed call */
+        tcase t = base_case(DATTN_F16, 64, 3, 2, 200);
+        t.packed = 1;
+        set_pos(&t, 2);
+        run_case(&t, WS_NEXT, NULL, NULL);
+        return;
+    }
     tcase t = base_case(DATTN_F16, 64, 3, 5, 700); /* odd B, H */
     run_case(&t, WS_NEXT, NULL, NULL);
     t = base_case(DATTN_BF16, 64, 2, 1, 130); /* one head (its stride 0 in the call) */
@@ -1443,6 +1449,21 @@ static void ws_cases(int small, uint64_t *cs)
     t = base_case(DATTN_F16, 64, 1, 2, 8192);
     t.sample = 32;
     set_pos(&t, 2);
+    run_case(&t, WS_NEXT, NULL, NULL);
+    /* packed (random lengths, empty ones included; the longest sequence at max_seqlen or
+     * shorter): both dtypes, every slot map, with and without position terms, then 8K sampled */
+    for (int k = 0; k < 12; k++) {
+        t = base_case(k & 1 ? DATTN_BF16 : DATTN_F16, 64, 3 + k % 3, 2, Ls[9 + k % 12]);
+        t.packed = 1;
+        t.maxlen_short = k % 4 == 2;
+        set_pos(&t, k % 3);
+        t.pos_att = k % 5 == 4 ? 0 : 3;
+        if (k % 3 == 1) t.lay = LAY_FUSED;
+        run_case(&t, WS_NEXT, NULL, NULL);
+    }
+    t = base_case(DATTN_BF16, 64, 3, 2, 8192);
+    t.packed = 1;
+    t.sample = 32;
     run_case(&t, WS_NEXT, NULL, NULL);
 #undef WS_NEXT
 }

@@ -1,7 +1,7 @@
 /* Warp-specialized Hopper forward ("ws", issue 6): head dim 64, fp16 / bf16, sm_90a only, the
- * padded layout (any mask, either padded-row mode: the *_mask kernels) without dropout, c2p and
- * p2c both on or both off (launch.cu routes every other call to the wgmma forward of
- * fwd_sm80.cuh). The structure was measured
+ * padded layout (any mask, either padded-row mode: the *_mask kernels) or the packed one (the
+ * *_packed kernels), without dropout, c2p and p2c both on or both off (launch.cu routes every
+ * other call to the wgmma forward of fwd_sm80.cuh). The structure was measured
  * as bench/proto_ws_fwd.cu first (NOTES.md, "A warp-specialized forward core"); the position
  * terms are the ws backward's dq kernel's (bwd_ws_d64_sm90.cu, whose score is this score), with
  * the window products and gathers of ws_band.cuh.
@@ -250,15 +250,22 @@ DATTN_DEV void fws_score(float (&sn)[8][4], float (&ro)[2], float (&o)[8][4], co
 
 /* A CTA's unit: rows m0 .. m0 + 127 of head h of sequence b (PS: unit un, mb fastest; else the
  * CTA's own), key tiles j0 .. j1 - 1 (mask kernels: those holding the sequence's valid keys,
- * from the prologue's key range; none valid: tile 0 alone, whose rows are all padded) */
-template <int MSK, int PS>
-DATTN_DEV void fws_unit(const dattn_fwd_args &a, int un, int nmb, int &m0, int &h, int &b, int &j0, int &j1)
+ * from the prologue's key range; none valid: tile 0 alone, whose rows are all padded); PK
+ * (packed): the sequence's length into L, its first token into tok0 (else L stays the call's,
+ * tok0 0) */
+template <int MSK, int PS, int PK>
+DATTN_DEV void fws_unit(const dattn_fwd_args &a, int un, int nmb, int &m0, int &h, int &b, int &j0, int &j1, int &L, int &tok0)
 {
     m0 = 128 * (PS ? un % nmb : (int)blockIdx.x);
     h = PS ? (un / nmb) % a.H : (int)blockIdx.y;
     b = PS ? un / (nmb * a.H) : (int)blockIdx.z;
+    if (PK) {
+        /* (packed: the sequence's first token and length; L of the call is the longest) */
+        tok0 = a.cu[b];
+        L = a.cu[b + 1] - tok0;
+    }
     j0 = 0;
-    j1 = (a.L + 63) / 64;
+    j1 = (L + 63) / 64;
     if (MSK && a.kvr) {
         j0 = a.kvr[2 * b] / 64;
         j1 = (a.kvr[2 * b + 1] + 63) / 64;
@@ -266,7 +273,7 @@ DATTN_DEV void fws_unit(const dattn_fwd_args &a, int un, int nmb, int &m0, int &
     }
 }
 
-template <int BF, int POS, int MSK, int KC, int GR, int PS>
+template <int BF, int POS, int MSK, int KC, int GR, int PS, int PK>
 DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
 {
     extern __shared__ __align__(1024) char smem_raw[];
@@ -275,15 +282,18 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     const uint32_t qbar = base + FWS_BAR, full0 = qbar + 8, empty0 = full0 + 8 * FWS_NST, qempty = empty0 + 8 * FWS_NST;
     /* (wg through a shuffle: warp-uniform to the compiler, descriptors in uniform registers) */
     const int tid = threadIdx.x, wg = __shfl_sync(0xffffffffu, tid >> 7, 0), warp = (tid >> 5) & 3, lane = tid & 31;
-    const int L = a.L;
+    int L = a.L, tok0 = 0;
     const int R = POS ? a.R : 0;
     /* the unit (fws_unit; PS: the CTA runs units un = blockIdx.x, + gridDim.x, ... of nun, and
      * the stages count on across them (tg0: the unit's first tile), the ring blocks too, two
      * more per unit (rb: see the producer); uc: units done by the CTA); stages and parities
      * count from j0 */
-    const int nmb = (L + 127) / 128, nun = PS ? nmb * a.H * a.B : 1;
+    const int nmb = (a.L + 127) / 128, nun = PS ? nmb * a.H * a.B : 1;
     int un = PS ? (int)blockIdx.x : 0, m0, h, b, j0, j1;
-    fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+    fws_unit<MSK, PS, PK>(a, un, nmb, m0, h, b, j0, j1, L, tok0);
+    /* (packed: the grid's row blocks run to the longest sequence; the CTA's whole block past
+     * this one's length has nothing to do) */
+    if (PK && m0 >= L) return;
     int nj = j1 - j0, tg0 = 0, uc = 0;
     if (tid == 0) {
         mbar_init(qbar, 1);
@@ -309,11 +319,13 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                 if (PS && uc > 0) mbar_wait(qempty, (uint32_t)(uc - 1) & 1u);
                 mbar_arrive_expect_tx_if(one, qbar, 2 * 64 * 128);
                 for (int half = 0; half < 2; half++)
-                    tma_load_rows_if(one, base + FWS_Q + 8192 * half, &M.q, qbar, M.qrf, h, m0 + 64 * half, b);
+                    tma_load_rows_if(one, base + FWS_Q + 8192 * half, &M.q, qbar, M.qrf, h, tok0 + m0 + 64 * half, PK ? 0 : b);
             }
             const uint16_t *tpk = (const uint16_t *)a.pk + (int64_t)h * a.pk_sh, *tpq = (const uint16_t *)a.pq + (int64_t)h * a.pq_sh;
             /* (the kps planes exist when some tile may be saturated: R < L) */
-            const float *kp = POS && a.kps ? a.kps + ((int64_t)b * a.H + h) * 2 * a.kps_ld : nullptr;
+            const float *kp = !POS || !a.kps ? nullptr
+                              : PK ? a.kps + (int64_t)h * 2 * a.kps_ld + tok0
+                                   : a.kps + ((int64_t)b * a.H + h) * 2 * a.kps_ld;
             for (int j = j0; j < j1; j++) {
                 const int t = tg0 + j - j0, s = t % FWS_NST;
                 if (t >= FWS_NST) mbar_wait(empty0 + 8 * s, (uint32_t)(t / FWS_NST - 1) & 1u);
@@ -321,8 +333,8 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                     /* (position terms, masks: the copies first, so that they fly while the constants,
                      * key biases and ring rows load; every producer thread arrives after its stores) */
                     mbar_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
-                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
-                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, tok0 + 64 * j, PK ? 0 : b);
+                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, tok0 + 64 * j, PK ? 0 : b);
                 }
                 if (POS && KC) {
                     /* (KC) the tile's (hi, lo) pairs of its saturated side (at most one side per tile:
@@ -400,8 +412,8 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                     mbar_arrive(full0 + 8 * s);
                 } else {
                     mbar_arrive_expect_tx_if(one, full0 + 8 * s, 2 * 64 * 128);
-                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, 64 * j, b);
-                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, 64 * j, b);
+                    tma_load_rows_if(one, base + FWS_K + 8192 * s, &M.k, full0 + 8 * s, M.krf, h, tok0 + 64 * j, PK ? 0 : b);
+                    tma_load_rows_if(one, base + FWS_V + 8192 * s, &M.v, full0 + 8 * s, M.vrf, h, tok0 + 64 * j, PK ? 0 : b);
                 }
             }
             if (!PS) break;
@@ -409,7 +421,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
             rb += nj + 2;
             uc++;
             if ((un += (int)gridDim.x) >= nun) break;
-            fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+            fws_unit<MSK, PS, PK>(a, un, nmb, m0, h, b, j0, j1, L, tok0);
             nj = j1 - j0;
         }
         return;
@@ -516,7 +528,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
             const int pad = MSK && a.mask[(int64_t)b * a.m_sb + (int64_t)row * a.m_sl] == 0;
             const float inv = 1.f / ls[i];
             const float *vm = a.hf && a.vmean ? a.vmean + ((int64_t)b * a.H + h) * 64 + 2 * x.c : nullptr;
-            uint16_t *op = (uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)row * a.o_sl + (int64_t)h * a.o_sh + 2 * x.c;
+            uint16_t *op = (uint16_t *)a.out + (int64_t)b * a.o_sb + (int64_t)(tok0 + row) * a.o_sl + (int64_t)h * a.o_sh + 2 * x.c;
             for (int nb = 0; nb < 8; nb++) {
                 float v0 = o[nb][2 * i] * inv, v1 = o[nb][2 * i + 1] * inv;
                 if (pad) {
@@ -526,7 +538,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                 *(uint32_t *)(op + 8 * nb) = pack2<BF>(v0, v1);
             }
             if (a.lse && x.c == 0)
-                a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)row * a.l_sl] =
+                a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + row) * a.l_sl] =
                     pad ? (a.hf ? a.logL : __int_as_float(0xff800000)) : (mx[i] + lg2f(ls[i])) * 0.69314718055994531f;
         }
         if (!PS) break;
@@ -534,54 +546,60 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
         x.rb += nj + 2;
         uc++;
         if ((un += (int)gridDim.x) >= nun) break;
-        fws_unit<MSK, PS>(a, un, nmb, m0, h, b, j0, j1);
+        fws_unit<MSK, PS, PK>(a, un, nmb, m0, h, b, j0, j1, L, tok0);
         nj = j1 - j0;
     }
 }
 
-#define FWS_KERNEL(DT, BF, POS, MSK, KC, GR, PS, SUF)                                                 \
+#define FWS_KERNEL(DT, BF, POS, MSK, KC, GR, PS, PK, SUF)                                      \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         dattn_fwd_ws_##DT##_d64_pos##POS##SUF(const __grid_constant__ dattn_fwd_args a,              \
                                               const __grid_constant__ dattn_fws_maps M)             \
     {                                                                                              \
-        fws_body<BF, POS, MSK, KC, GR, PS>(a, M);                                                    \
+        fws_body<BF, POS, MSK, KC, GR, PS, PK>(a, M);                                              \
     }
-FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, )
-FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, )
-FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, )
-FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 0, )
-FWS_KERNEL(f16, 0, 0, 1, 0, 0, 0, _mask)
-FWS_KERNEL(f16, 0, 1, 1, 0, 0, 0, _mask)
-FWS_KERNEL(bf16, 1, 0, 1, 0, 0, 0, _mask)
-FWS_KERNEL(bf16, 1, 1, 1, 0, 0, 0, _mask)
+FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, 0, )
+FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, 0, )
+FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, 0, )
+FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 0, 0, )
+FWS_KERNEL(f16, 0, 0, 1, 0, 0, 0, 0, _mask)
+FWS_KERNEL(f16, 0, 1, 1, 0, 0, 0, 0, _mask)
+FWS_KERNEL(bf16, 1, 0, 1, 0, 0, 0, 0, _mask)
+FWS_KERNEL(bf16, 1, 1, 1, 0, 0, 0, 0, _mask)
 /* (DATTN_CUDA_FWD=wsk, to be measured: a saturated tile's column constants through the score
  * product; the kps planes as (hi, lo) pairs) */
-FWS_KERNEL(f16, 0, 1, 0, 1, 0, 0, _kc)
-FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, _kc)
-FWS_KERNEL(f16, 0, 1, 1, 1, 0, 0, _mask_kc)
-FWS_KERNEL(bf16, 1, 1, 1, 1, 0, 0, _mask_kc)
+FWS_KERNEL(f16, 0, 1, 0, 1, 0, 0, 0, _kc)
+FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, 0, _kc)
+FWS_KERNEL(f16, 0, 1, 1, 1, 0, 0, 0, _mask_kc)
+FWS_KERNEL(bf16, 1, 1, 1, 1, 0, 0, 0, _mask_kc)
 /* (DATTN_CUDA_FWD=wsg / wskg, to be measured: a band tile's G of its window's second half kept
  * from the previous band tile) */
-FWS_KERNEL(f16, 0, 1, 0, 0, 1, 0, _gr)
-FWS_KERNEL(bf16, 1, 1, 0, 0, 1, 0, _gr)
-FWS_KERNEL(f16, 0, 1, 0, 1, 1, 0, _kc_gr)
-FWS_KERNEL(bf16, 1, 1, 0, 1, 1, 0, _kc_gr)
+FWS_KERNEL(f16, 0, 1, 0, 0, 1, 0, 0, _gr)
+FWS_KERNEL(bf16, 1, 1, 0, 0, 1, 0, 0, _gr)
+FWS_KERNEL(f16, 0, 1, 0, 1, 1, 0, 0, _kc_gr)
+FWS_KERNEL(bf16, 1, 1, 0, 1, 1, 0, 0, _kc_gr)
 /* (DATTN_CUDA_FWD=wsp, to be measured: persistent CTAs, one per SM, over the units; the
  * producer stages the next unit's Q, first K / V tiles and ring blocks while the consumers end
  * the current one. Not with GR: at the consumers' 224 registers ptxas serializes its wgmma,
  * C7512, and the producer's loop needs 64) */
-FWS_KERNEL(f16, 0, 0, 0, 0, 0, 1, _ps)
-FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 1, _ps)
-FWS_KERNEL(f16, 0, 1, 0, 0, 0, 1, _ps)
-FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 1, _ps)
+FWS_KERNEL(f16, 0, 0, 0, 0, 0, 1, 0, _ps)
+FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 1, 0, _ps)
+FWS_KERNEL(f16, 0, 1, 0, 0, 0, 1, 0, _ps)
+FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 1, 0, _ps)
+/* packed (cu_seqlens; no mask): the default's for such calls once measured (DATTN_CUDA_FWD=ws
+ * pins them now) */
+FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, 1, _packed)
+FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, 1, _packed)
+FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, 1, _packed)
+FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 0, 1, _packed)
 
-/* The variant bits a call takes of var: PS unmasked calls only (and then neither KC nor GR), KC
- * with position terms, GR with position terms, unmasked. */
+/* The variant bits a call takes of var: none for packed calls; PS unmasked calls only (and then
+ * neither KC nor GR), KC with position terms, GR with position terms, unmasked. */
 static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr)
 {
-    *ps = (var & FWS_VAR_PS) && !a->mask;
-    *kc = !*ps && (var & FWS_VAR_KC) && a->c2p;
-    *gr = !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
+    *ps = !a->packed && (var & FWS_VAR_PS) && !a->mask;
+    *kc = !a->packed && !*ps && (var & FWS_VAR_KC) && a->c2p;
+    *gr = !a->packed && !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
 }
 
 /* Whether the kernel dattn_launch_fwd_ws takes for (a, var) reads the kps planes as bf16 (hi,
@@ -595,24 +613,31 @@ extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var)
 
 /* The forward on this path (after the prologue's kps planes when R < L, fp32 sums, or with
  * FWS_VAR_KC in var: bf16 (hi, lo) pairs for the KC kernels; its vmean with a mask and HF padded
- * rows); var: FWS_VAR_* bits (common.cuh), a variant a call cannot take ignored. dry: only the
- * checks and the maps, nothing launched. Returns
- * cudaErrorNotSupported, having launched nothing, for a call outside the path (packed, dropout,
- * D other than 64, one position term alone, no kps planes where tiles may be saturated, no vmean
- * for HF padded rows) or a tensor TMA cannot map (tma.cuh). */
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int dry, cudaStream_t stream)
+ * rows); var: FWS_VAR_* bits (common.cuh), a variant a call cannot take ignored; T: the packed
+ * layout's rows (tokens; unused padded). dry: only the checks and the maps, nothing launched.
+ * Returns cudaErrorNotSupported, having launched nothing, for a call outside the path (dropout,
+ * packed with a mask or without cu_seqlens, D other than 64, one position term alone, no kps
+ * planes where tiles may be saturated, no vmean for HF padded rows) or a tensor TMA cannot map
+ * (tma.cuh). */
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int dry,
+                                           cudaStream_t stream)
 {
     dattn_fws_maps M;
     int rf[3] = {0, 0, 0};
-    /* (a dimension of one element has stride 0 in the argument block; its map needs a stride
-     * that nests: 64 for the heads, H x the heads' for the rows) */
+    /* (the maps: [B][L][H][64] padded, [1][T][H][64] packed; a dimension of one element has
+     * stride 0 in the argument block, its map needs a stride that nests: 64 for the heads, H x
+     * the heads' for the rows) */
+    const int64_t outer = a->packed ? 1 : a->B, rows = a->packed ? T : a->L;
     const int64_t qh = a->H > 1 ? a->q_sh : 64, kh = a->H > 1 ? a->k_sh : 64, vh = a->H > 1 ? a->v_sh : 64;
-    const int64_t ql = a->L > 1 ? a->q_sl : a->H * qh, kl = a->L > 1 ? a->k_sl : a->H * kh, vl = a->L > 1 ? a->v_sl : a->H * vh;
-    if (a->B < 1 || a->L < 1 || a->H < 1 || a->D != 64 || a->packed || a->drop_thr || a->c2p != a->p2c ||
-        (a->c2p && a->R < a->L && !dry && !a->kps) || (a->mask && a->hf && !dry && !a->vmean) || a->B > 65535 || a->H > 65535 ||
-        dattn_tma_rows_map(&M.q, &rf[0], a->q, a->B, a->L, a->H, a->q_sb, ql, qh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.k, &rf[1], a->k, a->B, a->L, a->H, a->k_sb, kl, kh, 64) != cudaSuccess ||
-        dattn_tma_rows_map(&M.v, &rf[2], a->v, a->B, a->L, a->H, a->v_sb, vl, vh, 64) != cudaSuccess)
+    const int64_t ql = rows > 1 ? a->q_sl : a->H * qh, kl = rows > 1 ? a->k_sl : a->H * kh, vl = rows > 1 ? a->v_sl : a->H * vh;
+    if (a->B < 1 || a->L < 1 || a->H < 1 || rows < 0 || a->D != 64 || (a->packed && (!a->cu || a->mask)) || a->drop_thr ||
+        a->c2p != a->p2c || (a->c2p && a->R < a->L && !dry && !a->kps) || (a->mask && a->hf && !dry && !a->vmean) ||
+        a->B > 65535 || a->H > 65535)
+        return cudaErrorNotSupported;
+    if (rows == 0) return cudaSuccess; /* (packed, every sequence empty: no output) */
+    if (dattn_tma_rows_map(&M.q, &rf[0], a->q, outer, rows, a->H, a->q_sb, ql, qh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.k, &rf[1], a->k, outer, rows, a->H, a->k_sb, kl, kh, 64) != cudaSuccess ||
+        dattn_tma_rows_map(&M.v, &rf[2], a->v, outer, rows, a->H, a->v_sb, vl, vh, 64) != cudaSuccess)
         return cudaErrorNotSupported;
     if (dry) return cudaSuccess;
     M.qrf = rf[0];
@@ -630,12 +655,16 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
     /* [kc][bf16] (gr: position terms, no mask) */
     static const kfn kg[2][2] = {{dattn_fwd_ws_f16_d64_pos1_gr, dattn_fwd_ws_bf16_d64_pos1_gr},
                                  {dattn_fwd_ws_f16_d64_pos1_kc_gr, dattn_fwd_ws_bf16_d64_pos1_kc_gr}};
+    /* [bf16][position terms] (packed) */
+    static const kfn kpk[2][2] = {{dattn_fwd_ws_f16_d64_pos0_packed, dattn_fwd_ws_f16_d64_pos1_packed},
+                                  {dattn_fwd_ws_bf16_d64_pos0_packed, dattn_fwd_ws_bf16_d64_pos1_packed}};
     /* [position terms][bf16] (persistent: no mask, no kc, no gr) */
     static const kfn kq[2][2] = {{dattn_fwd_ws_f16_d64_pos0_ps, dattn_fwd_ws_bf16_d64_pos0_ps},
                                  {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
     int withps, withkc, withgr;
     fws_pick(a, var, &withps, &withkc, &withgr);
-    const kfn k = withps   ? kq[a->c2p != 0][bf != 0]
+    const kfn k = a->packed ? kpk[bf != 0][a->c2p != 0]
+                  : withps ? kq[a->c2p != 0][bf != 0]
                   : withgr ? kg[withkc][bf != 0]
                   : withkc ? kk[a->mask != nullptr][bf != 0]
                            : kt[a->mask != nullptr][bf != 0][a->c2p != 0];

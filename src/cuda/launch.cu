@@ -45,9 +45,9 @@
  *           is the fp32 constant to ~2^-16 relative);
  *   sm90w1h  sm90w1g with sm90w1e's leaner band-tile overheads (bitwise sm90w1g);
  *   ws      the warp-specialized forward (fwd_ws_d64_sm90.cu: sm_90, fp16 / bf16, D = 64,
- *           padded (any mask), no dropout, c2p and p2c both or neither, TMA-mappable rows); a
- *           call it cannot run returns UNSUPPORTED instead of falling back. The default takes
- *           it for such calls without a mask at L > FWD_WS_MIN_L (below);
+ *           padded (any mask) or packed, no dropout, c2p and p2c both or neither, TMA-mappable
+ *           rows); a call it cannot run returns UNSUPPORTED instead of falling back. The default
+ *           takes it for padded calls without a mask at L > FWD_WS_MIN_L (below);
  *   wsk     ws with a saturated tile's column constants through the score product (a bf16
  *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g), to be measured;
  *   wsg     ws with a band tile's G of its window's second half kept (in registers) from the
@@ -174,7 +174,7 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
 extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R);
 extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream);
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int dry, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int dry, cudaStream_t stream);
 extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var);
 
 #define STR2(...) #__VA_ARGS__
@@ -610,8 +610,13 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #define FWD_WS_MASK_DEFAULT 0
 #endif
 /* The ws form the default takes there (FWS_VAR_* bits, common.cuh: 0 ws; wsk, wsg, wskg, wsp are
- * pinned by DATTN_CUDA_FWD until measured). These three can be set at build time (NVCCFLAGS,
+ * pinned by DATTN_CUDA_FWD until measured). These four can be set at build time (NVCCFLAGS,
  * e.g. -DFWD_WS_MIN_L=512) for same-run A/B builds. */
+/* 1: the default takes ws for packed calls too (above FWD_WS_MIN_L); 0 until its packed kernels,
+ * written after call 10, are measured on the GPU. */
+#ifndef FWD_WS_PACKED_DEFAULT
+#define FWD_WS_PACKED_DEFAULT 0
+#endif
 #ifndef FWD_WS_DEFAULT_VAR
 #define FWD_WS_DEFAULT_VAR 0
 #endif
@@ -843,13 +848,14 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     const int wsv = fws_variant(force), ws_pin = wsv >= 0, wvar = ws_pin ? wsv : FWD_WS_DEFAULT_VAR;
     int wsf = 0;
     if (tc && di.major == 9 && di.minor == 0 && c->D == 64 &&
-        (ws_pin || (!force && c->L > FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data))))
-        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, 1, NULL) == cudaSuccess;
+        (ws_pin || (!force && c->L > FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data) &&
+                    (FWD_WS_PACKED_DEFAULT || !c->packed))))
+        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, 1, NULL) == cudaSuccess;
     if (ws_pin && !wsf)
         return dattn_set_error(DATTN_UNSUPPORTED,
                                "DATTN_CUDA_FWD=%s: the warp-specialized forward needs compute capability 9.0 "
-                               "(this device: %d.%d), fp16/bf16, head_dim 64, the padded layout without "
-                               "dropout, c2p and p2c both on or both off, 16-byte aligned rows and a "
+                               "(this device: %d.%d), fp16/bf16, head_dim 64, the padded layout or the packed one without a "
+                               "mask, no dropout, c2p and p2c both on or both off, 16-byte aligned rows and a "
                                "monotone slot map",
                                force, di.major, di.minor);
     if (tc && !lf) {
@@ -897,7 +903,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
             return cuda_fail(e, "forward prologue launch");
     }
     if (wsf) {
-        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, 0, stream);
+        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, 0, stream);
     } else if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
