@@ -64,7 +64,8 @@ for f in "$L"/t_*.log "$L"/san_*.log; do
   echo "== $(basename "$f")"
   grep -E "^FAIL|passed|ERROR SUMMARY|Race reported|UNSUPPORTED|^rc" "$f" | head -20
 done >>"$O/tests.txt"
-{ echo "== registers and spills of the ws kernels (ptxas -v)"; grep -A3 "dattn_fwd_ws" "$O/build.log" | grep -E "entry|Used|spill"; } >>"$O/tests.txt"
+{ echo "== registers and spills of the ws kernels (ptxas -v)"; grep -A3 "dattn_fwd_ws" "$O/build.log" | grep -E "entry|Used|spill"
+  echo "== ptxas wgmma serialization notes (C7510-C7519), all kernels"; grep -E "C751[0-9]" "$O/build.log" | sort | uniq -c; } >>"$O/tests.txt"
 rm -rf "$L"
 if [ "${FWD_PATHS_NO_BENCH:-0}" != 1 ] && [ "$(left)" -ge 40 ]; then
   timeout $(($(left) > 200 ? 200 : $(left))) env DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$O/bench.json" --op-only \
