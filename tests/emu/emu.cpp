@@ -40,7 +40,13 @@ struct Warp {
 const size_t STACK = 256 * 1024;
 ucontext_t sched_ctx;
 std::vector<Fiber> fibers;
-std::vector<char *> stacks;
+/* the threads' stacks, kept across launches and freed at exit (LeakSanitizer builds) */
+struct Stacks : std::vector<char *> {
+    ~Stacks()
+    {
+        for (char *p : *this) free(p);
+    }
+} stacks;
 std::vector<Warp> warps;
 Fiber *cur;
 int live;
