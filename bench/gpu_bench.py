@@ -121,12 +121,15 @@ class DattnFwd:
             p.mask = tens(mask, 2)
         if lse:
             p.lse = tens(self.lse, 3)
+        self._workspace(q.device)
+
+    def _workspace(self, dev):
+        """The call's device workspace, sized by the library."""
         n = ctypes.c_size_t(0)
-        st = lib.dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n))
-        if st != 0:
-            raise RuntimeError(lib.dattn_last_error().decode())
-        self.ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device)
-        p.workspace, p.workspace_size = self.ws.data_ptr(), n.value
+        if self.lib.dattn_fwd_workspace_size(ctypes.byref(self.p), ctypes.byref(n)) != 0:
+            raise RuntimeError(self.lib.dattn_last_error().decode())
+        self.ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=dev)
+        self.p.workspace, self.p.workspace_size = self.ws.data_ptr(), n.value
 
     def __call__(self):
         self.p.stream = torch.cuda.current_stream().cuda_stream
@@ -156,11 +159,7 @@ class DattnFwdPacked(DattnFwd):
         p.q, p.k, p.v, p.out = tens(q, 3), tens(k, 3), tens(v, 3), tens(self.out, 3)
         p.pk, p.pq, p.lse = tens(pk, 3), tens(pq, 3), tens(self.lse, 2)
         p.cu_seqlens = cu.data_ptr()
-        n = ctypes.c_size_t(0)
-        if lib.dattn_fwd_workspace_size(ctypes.byref(p), ctypes.byref(n)) != 0:
-            raise RuntimeError(lib.dattn_last_error().decode())
-        self.ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device)
-        p.workspace, p.workspace_size = self.ws.data_ptr(), n.value
+        self._workspace(q.device)
 
 
 # A/B columns: (key suffix, DATTN_CUDA_FWD value) timed in the same run as the default path
@@ -290,15 +289,15 @@ def op_level(lib, shapes, results, quick):
         cu[1:] = torch.cumsum(lens, 0)
         T = int(cu[-1])
         qp = torch.randn(T, H, D, device=dev, dtype=torch.float16)
-        kp_, vp = torch.randn_like(qp), torch.randn_like(qp)
-        fp = DattnFwdPacked(lib, qp, kp_, vp, s["pk"], s["pq"], cu.to(dev), L)
+        kpk, vpk = torch.randn_like(qp), torch.randn_like(qp)
+        fp = DattnFwdPacked(lib, qp, kpk, vpk, s["pk"], s["pq"], cu.to(dev), L)
         row["packed_tokens"] = T
         row["dattn_packed_ms"] = bench(fp, rep=100)
         try:
             row["dattn_packed_ws_ms"] = bench_forced(fp, "ws", rep=100)
         except Exception:
             row["dattn_packed_ws_ms"] = None
-        del fp, qp, kp_, vp
+        del fp, qp, kpk, vpk
         results["op"].append(row)
         del nxt
         torch.cuda.empty_cache()

@@ -377,7 +377,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                         for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= j0 && jj < j1 && ws_is_band<0>(m0, 128, 64 * jj, R);
                         if (!need) continue;
                         const int ch = tid & 7;
-    #pragma unroll 1
+#pragma unroll 1
                         for (int i = 0; i < 4; i += 2) { /* (two rows' loads in flight: the producer's 40 registers) */
                             uint4 vr[2], vc[2];
                             for (int k = 0; k < 2; k++) {
@@ -433,7 +433,6 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     x.cw = wg - 1;
     x.rl0 = 16 * warp + (lane >> 2);
     x.c = lane & 3;
-    x.L = L;
     x.R = R;
     x.rb = 0;
     x.dQ = desc_kmajor(base + FWS_Q, 128, 64 * x.cw, 0);
@@ -453,6 +452,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     for (;;) {
         x.rb0 = m0 + 64 * x.cw;
         x.j0 = j0;
+        x.L = L;
         mbar_wait(qbar, (uint32_t)uc & 1u);
         for (int sd = 0; sd < 2; sd++) x.rc[sd][0] = x.rc[sd][1] = 0.f;
         if (POS && R < L) {
@@ -614,12 +614,12 @@ extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var)
 /* The forward on this path (after the prologue's kps planes when R < L, fp32 sums, or with
  * FWS_VAR_KC in var: bf16 (hi, lo) pairs for the KC kernels; its vmean with a mask and HF padded
  * rows); var: FWS_VAR_* bits (common.cuh), a variant a call cannot take ignored; T: the packed
- * layout's rows (tokens; unused padded). dry: only the checks and the maps, nothing launched.
+ * layout's rows (tokens; unused padded); nsm: the device's SMs (the persistent grid). dry: only the checks and the maps, nothing launched.
  * Returns cudaErrorNotSupported, having launched nothing, for a call outside the path (dropout,
  * packed with a mask or without cu_seqlens, D other than 64, one position term alone, no kps
  * planes where tiles may be saturated, no vmean for HF padded rows) or a tensor TMA cannot map
  * (tma.cuh). */
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int dry,
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int nsm, int dry,
                                            cudaStream_t stream)
 {
     dattn_fws_maps M;
@@ -674,11 +674,7 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
     cudaError_t e;
     if (withps) {
         /* one CTA per SM (215 KB of shared memory each), at most one per unit */
-        int dev = 0, nsm = 0;
-        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-            (e = cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-            return e;
-        if (units > INT32_MAX) return cudaErrorNotSupported;
+        if (units > INT32_MAX || nsm < 1) return cudaErrorNotSupported;
         grid = dim3((unsigned)(units < nsm ? units : nsm), 1u, 1u);
     }
     if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;

@@ -174,7 +174,8 @@ extern "C" cudaError_t dattn_launch_bwd_sm80(const dattn_bwd_args *A, int bf, in
 extern "C" size_t dattn_bwd_tc3_smem(int D, int S, int v3);
 extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R);
 extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream);
-extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int dry, cudaStream_t stream);
+extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int var, int64_t T, int nsm, int dry,
+                                           cudaStream_t stream);
 extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var);
 
 #define STR2(...) #__VA_ARGS__
@@ -195,7 +196,7 @@ extern "C" const char *dattn_cuda_archs(void)
 
 typedef struct dev_info {
     int ok; /* 1 filled */
-    int major, minor, smem_optin;
+    int major, minor, smem_optin, sms;
 } dev_info;
 
 #define DEV_MAX 64
@@ -217,7 +218,8 @@ static dattn_status get_dev(int dev, dev_info *out)
     cudaError_t e;
     if ((e = cudaDeviceGetAttribute(&d.major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&d.minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess ||
-        (e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        (e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
         return cuda_fail(e, "cudaDeviceGetAttribute");
     d.ok = 1;
     if (dev >= 0 && dev < DEV_MAX) g_dev[dev] = d; /* benign race: same values */
@@ -609,14 +611,14 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #ifndef FWD_WS_MASK_DEFAULT
 #define FWD_WS_MASK_DEFAULT 0
 #endif
-/* The ws form the default takes there (FWS_VAR_* bits, common.cuh: 0 ws; wsk, wsg, wskg, wsp are
- * pinned by DATTN_CUDA_FWD until measured). These four can be set at build time (NVCCFLAGS,
- * e.g. -DFWD_WS_MIN_L=512) for same-run A/B builds. */
 /* 1: the default takes ws for packed calls too (above FWD_WS_MIN_L); 0 until its packed kernels,
  * written after call 10, are measured on the GPU. */
 #ifndef FWD_WS_PACKED_DEFAULT
 #define FWD_WS_PACKED_DEFAULT 0
 #endif
+/* The ws form the default takes there (FWS_VAR_* bits, common.cuh: 0 ws; wsk, wsg, wskg, wsp are
+ * pinned by DATTN_CUDA_FWD until measured). These four switches can be set at build time
+ * (NVCCFLAGS, e.g. -DFWD_WS_MIN_L=512) for same-run A/B builds. */
 #ifndef FWD_WS_DEFAULT_VAR
 #define FWD_WS_DEFAULT_VAR 0
 #endif
@@ -850,7 +852,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     if (tc && di.major == 9 && di.minor == 0 && c->D == 64 &&
         (ws_pin || (!force && c->L > FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data) &&
                     (FWD_WS_PACKED_DEFAULT || !c->packed))))
-        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, 1, NULL) == cudaSuccess;
+        wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, di.sms, 1, NULL) == cudaSuccess;
     if (ws_pin && !wsf)
         return dattn_set_error(DATTN_UNSUPPORTED,
                                "DATTN_CUDA_FWD=%s: the warp-specialized forward needs compute capability 9.0 "
@@ -903,7 +905,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
             return cuda_fail(e, "forward prologue launch");
     }
     if (wsf) {
-        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, 0, stream);
+        e = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, di.sms, 0, stream);
     } else if (tc) {
         const int64_t gx = (c->L + bm - 1) / bm;
         e = lf(&a, (int)gx, (int)c->H, (int)c->B, stream);
