@@ -318,8 +318,11 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         mbar_init_fence();
     }
     __syncthreads();
+    /* (the split must fit the CTA's pool of 384 x 168 registers, or setmaxnreg.inc waits forever) */
+    constexpr int NREG_P = MSK || DRP ? 56 : 40, NREG_C = MSK || DRP ? 224 : 232;
+    static_assert(128 * NREG_P + 256 * NREG_C <= 384 * 168, "bws: the register split exceeds the CTA's pool");
     if (wg == 0) {
-        setmaxnreg_dec<MSK || DRP ? 56 : 40>();
+        setmaxnreg_dec<NREG_P>();
         if (warp != 0 && !pos && !DRP) return;
         const int one = warp == 0 && lane == 0;
         WS_UNITS;
@@ -419,7 +422,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         }
         return;
     }
-    setmaxnreg_inc<MSK || DRP ? 224 : 232>();
+    setmaxnreg_inc<NREG_C>();
     WS_UNITS;
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8) */
     const int cw = wg - 1, tw = tid - 128 * wg, g = lane >> 2, c_ = lane & 3, rl0_ = 16 * warp + g, c = c_, rl0 = rl0_;

@@ -10,7 +10,7 @@
  *   k_j . pq[slot(i - j)]) / scale (SPEC.md)
  *
  * One CTA per 128 query rows of one (sequence, head), 384 threads (setmaxnreg 40 / 232, the
- * mask and KC kernels 56 / 224, PS 64 / 224; PS: persistent CTAs, one per SM, over those units):
+ * mask and KC kernels 56 / 224, PS 64 / 216; PS: persistent CTAs, one per SM, over those units):
  *   warpgroup 0, the producer: lane 0 of its warp 0 loads Q once and the K / V tiles of 64 keys
  *     into FWS_NST stages by TMA (64-row boxes, 128-byte swizzle; rows past L arrive as zeros);
  *     with position terms its 128 threads also stage, per tile, the ring blocks of pk and pq
@@ -305,10 +305,15 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
         mbar_init_fence();
     }
     __syncthreads();
+    /* the register split: more for the producer of the mask kernels (the keys' biases), KC (the
+     * pairs) and PS (the units: 56 spills), fewer for the consumers. setmaxnreg.inc waits until
+     * the CTA's pool (384 threads x 168, the launch allocation) holds what it asks for, so a
+     * split over the pool hangs the consumers at their first instruction: wsp's first split,
+     * 64 / 224, was 1024 registers over, and it hung on the H200 (gpu-2026-12-02-wsvar) */
+    constexpr int NREG_P = PS ? 64 : MSK || KC ? 56 : 40, NREG_C = PS ? 216 : MSK || KC ? 224 : 232;
+    static_assert(128 * NREG_P + 256 * NREG_C <= 384 * 168, "fws: the register split exceeds the CTA's pool");
     if (wg == 0) {
-        /* (more registers for the mask kernels' producer: the keys' biases; KC's: the pairs;
-         * PS's: the units) */
-        setmaxnreg_dec<PS ? 64 : MSK || KC ? 56 : 40>();
+        setmaxnreg_dec<NREG_P>();
         if (!POS && warp != 0) return; /* (without position terms warp 0 alone: lane 0 the copies, with a mask its 32 lanes the biases) */
         const int one = warp == 0 && lane == 0;
         int rb = 0;
@@ -426,7 +431,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
         }
         return;
     }
-    setmaxnreg_inc<MSK || KC || PS ? 224 : 232>();
+    setmaxnreg_inc<NREG_C>();
     /* consumers: warpgroup cw owns rows m0 + 64 cw .. + 63; thread rows 16 warp + g (+ 8),
      * columns 8 nb + 2 c (+ 1) of a tile */
     fws_ctx x;
