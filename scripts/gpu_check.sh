@@ -15,8 +15,8 @@
 #   CUDA_ARCHS="-gencode=..."  (default: sm_90a only, for speed on the H200)
 #   GPU_CHECK_BWD_PATHS="tc3g ..."  backward paths swept and sanitized again after the
 #            default (default "tc3g"; the default itself is the ws kernels on the H200)
-#   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h ws")
-#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws")
+#   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h ws wskg")
+#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws wskg")
 #   GPU_CHECK_BUDGET=520  seconds for the whole run (steps are cut to fit it)
 #   JOBS=16
 set -u
@@ -229,12 +229,13 @@ fi
 #     again on sm90w1g with lse within 1e-5 relative: --same-as sm90w1g --lse-tol 1e-5), and the
 #     default's two instances pinned at every L (the default takes sm90w1h at L <= 512, sm90w1g
 #     above): sm90w1g, and sm90w1h bitwise against it (--same-as sm90w1g).
-#     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h ws, the other GPUs' path, the
-#     default's two wgmma instances and the warp-specialized forward: its own sweep, then every
-#     case it can run pinned to it, masked ones included, which the default does not route there
-#     yet; the full list above no longer fits one device call with the rest).
+#     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h ws wskg, the other GPUs' path,
+#     the default's two wgmma instances and the warp-specialized forward, plain and in the wskg
+#     form the default takes above L 512: its own sweep, then every case it can run pinned to it,
+#     masked and packed ones included, which the default does not route there yet; the full
+#     list above no longer fits one device call with the rest).
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then
-  for pth in ${GPU_CHECK_PATHS:-sm80 sm90w1g sm90w1h ws}; do
+  for pth in ${GPU_CHECK_PATHS:-sm80 sm90w1g sm90w1h ws wskg}; do
     arg="--path $pth"; [ "$pth" = sm90w1d ] && arg="$arg --same-as sm90w1b"
     case $pth in sm90w1e|sm90w1f) arg="$arg --same-as sm90w1c" ;; sm90w1c) arg="$arg --same-as sm90w1g --lse-tol 1e-5" ;;
       sm90w1h) arg="$arg --same-as sm90w1g" ;; esac
@@ -289,7 +290,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
   # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g ws}; do
+    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g ws wskg}; do
       for tool in racecheck synccheck; do
         pstep "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7

@@ -597,13 +597,17 @@ FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, 1, _packed)
 FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, 1, _packed)
 FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, 1, _packed)
 FWS_KERNEL(bf16, 1, 1, 0, 0, 0, 0, 1, _packed)
+/* packed with KC (wsk / wskg pinned: a packed call rounds as the padded call with its mask, the
+ * *_mask_kc kernels, does; packed == padded bitwise) */
+FWS_KERNEL(f16, 0, 1, 0, 1, 0, 0, 1, _packed_kc)
+FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, 1, _packed_kc)
 
-/* The variant bits a call takes of var: none for packed calls; PS unmasked calls only (and then
- * neither KC nor GR), KC with position terms, GR with position terms, unmasked. */
+/* The variant bits a call takes of var: PS padded unmasked calls only (and then neither KC nor
+ * GR), KC with position terms (padded or packed), GR with position terms, padded, unmasked. */
 static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr)
 {
     *ps = !a->packed && (var & FWS_VAR_PS) && !a->mask;
-    *kc = !a->packed && !*ps && (var & FWS_VAR_KC) && a->c2p;
+    *kc = !*ps && (var & FWS_VAR_KC) && a->c2p;
     *gr = !a->packed && !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
 }
 
@@ -660,15 +664,16 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
     /* [kc][bf16] (gr: position terms, no mask) */
     static const kfn kg[2][2] = {{dattn_fwd_ws_f16_d64_pos1_gr, dattn_fwd_ws_bf16_d64_pos1_gr},
                                  {dattn_fwd_ws_f16_d64_pos1_kc_gr, dattn_fwd_ws_bf16_d64_pos1_kc_gr}};
-    /* [bf16][position terms] (packed) */
+    /* [bf16][position terms] (packed); [bf16] (packed, kc: position terms) */
     static const kfn kpk[2][2] = {{dattn_fwd_ws_f16_d64_pos0_packed, dattn_fwd_ws_f16_d64_pos1_packed},
                                   {dattn_fwd_ws_bf16_d64_pos0_packed, dattn_fwd_ws_bf16_d64_pos1_packed}};
+    static const kfn kpkc[2] = {dattn_fwd_ws_f16_d64_pos1_packed_kc, dattn_fwd_ws_bf16_d64_pos1_packed_kc};
     /* [position terms][bf16] (persistent: no mask, no kc, no gr) */
     static const kfn kq[2][2] = {{dattn_fwd_ws_f16_d64_pos0_ps, dattn_fwd_ws_bf16_d64_pos0_ps},
                                  {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
     int withps, withkc, withgr;
     fws_pick(a, var, &withps, &withkc, &withgr);
-    const kfn k = a->packed ? kpk[bf != 0][a->c2p != 0]
+    const kfn k = a->packed ? (withkc ? kpkc[bf != 0] : kpk[bf != 0][a->c2p != 0])
                   : withps ? kq[a->c2p != 0][bf != 0]
                   : withgr ? kg[withkc][bf != 0]
                   : withkc ? kk[a->mask != nullptr][bf != 0]

@@ -6,8 +6,8 @@
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
  *       -> on compute capability 9.0 with D = 64, the padded layout without a mask or
- *          dropout, c2p and p2c both or neither and L > FWD_WS_MIN_L (1024): the
- *          warp-specialized forward (fwd_ws_d64_sm90.cu);
+ *          dropout, c2p and p2c both or neither and L > FWD_WS_MIN_L (512): the
+ *          warp-specialized forward (fwd_ws_d64_sm90.cu) in its wskg form (FWD_WS_DEFAULT_VAR);
  *       -> on compute capability 9.0 with D = 64 otherwise (DATTN_SM90_DEFAULT): the Hopper
  *          wgmma kernel, one-warpgroup instance (sm90w1g, sm90w1h at L <= 512; fwd_sm90.cuh,
  *          instances_sm90.def);
@@ -49,10 +49,10 @@
  *           rows); a call it cannot run returns UNSUPPORTED instead of falling back. The default
  *           takes it for padded calls without a mask at L > FWD_WS_MIN_L (below);
  *   wsk     ws with a saturated tile's column constants through the score product (a bf16
- *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g), to be measured;
+ *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g; padded or packed);
  *   wsg     ws with a band tile's G of its window's second half kept (in registers) from the
- *           previous band tile (unmasked calls with position terms; others run ws), to be measured;
- *   wskg    both;
+ *           previous band tile (padded unmasked calls with position terms; others run ws);
+ *   wskg    both (the default's form);
  *   wsp     ws on persistent CTAs (one per SM over the (row block, head, sequence) units: the
  *           producer stages the next unit while the consumers end theirs; unmasked calls, others
  *           run ws), to be measured.
@@ -595,15 +595,15 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #define SM90_W1H_MAX_L 512
 #endif
 
-/* The default forward takes the warp-specialized kernel (DATTN_CUDA_FWD=ws) for the calls it
- * runs at L above this; the calls below keep the wgmma forward above. Measured in one run
- * (bench/results/gpu-2026-12-02-wsfwd/call6, fp16 H12 D64 S256 c2p|p2c, ms): ws 0.320 / 0.717 /
- * 1.667 against the default's 0.306 / 0.755 / 1.784 at B32 L512 / B8 L2048 / B2 L8192 (every
- * tile a band tile at L512, where ws loses; no position terms 0.108 / 0.301 / 1.079 against 0.119
- * / 0.363 / 1.318). The crossover between 512 and 2048 was not measured: 1024, the middle in
- * band-tile share. */
+/* The default forward takes the warp-specialized kernel (DATTN_CUDA_FWD=ws, in the form
+ * FWD_WS_DEFAULT_VAR below) for the calls it runs at L above this; the calls below keep the
+ * wgmma forward above. Measured in one run (bench/results/gpu-2026-12-02-wsfix/call1, fp16 H12
+ * D64 S256 c2p|p2c, ms): wskg 0.304 / 0.349 / 0.487 / 0.578 / 0.669 / 1.583 against the
+ * default's (then ws above 1024) 0.304 / 0.388 / 0.537 / 0.617 / 0.717 / 1.654 at B32 L512 /
+ * B24 L640 / B16 L1024 / B12 L1408 / B8 L2048 / B2 L8192: a tie at 512 (every tile a band tile),
+ * wskg ahead from 640 on. */
 #ifndef FWD_WS_MIN_L
-#define FWD_WS_MIN_L 1024
+#define FWD_WS_MIN_L 512
 #endif
 /* 1: the default takes ws for masked calls too (above FWD_WS_MIN_L). 0 until its mask kernels
  * are measured on the GPU (they were written and emulated after call 6; DATTN_CUDA_FWD=ws pins
@@ -616,11 +616,13 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #ifndef FWD_WS_PACKED_DEFAULT
 #define FWD_WS_PACKED_DEFAULT 0
 #endif
-/* The ws form the default takes there (FWS_VAR_* bits, common.cuh: 0 ws; wsk, wsg, wskg, wsp are
- * pinned by DATTN_CUDA_FWD until measured). These four switches can be set at build time
- * (NVCCFLAGS, e.g. -DFWD_WS_MIN_L=512) for same-run A/B builds. */
+/* The ws form the default takes there (FWS_VAR_* bits, common.cuh): wskg (KC | GR), the fastest
+ * of ws / wsk / wsg / wskg / wsp at every shape of gpu-2026-12-02-wsfix/call1 above L 512 (B8
+ * L2048: 0.669 ms against ws 0.715, wsg 0.680, wsk 0.703, wsp 0.737). A call a bit cannot take
+ * runs without it (fws_pick). These four switches can be set at build time (NVCCFLAGS, e.g.
+ * -DFWD_WS_MIN_L=1024 -DFWD_WS_DEFAULT_VAR=0) for same-run A/B builds. */
 #ifndef FWD_WS_DEFAULT_VAR
-#define FWD_WS_DEFAULT_VAR 0
+#define FWD_WS_DEFAULT_VAR (FWS_VAR_KC | FWS_VAR_GR)
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
