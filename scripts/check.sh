@@ -29,10 +29,22 @@ run() { # run NAME CMD...
 run build make -j"$JOBS" lib
 run ctest make -j"$JOBS" test
 count "$log/ctest" || nf=$((nf + 1))
-# the kernel prototypes of bench/ (bench/proto_*.cu) on the host emulation of the GPU
-# (tests/emu: TMA, mbarriers and wgmma modelled), against their float64 references, with the
-# bulk copies landing when issued and when waited for (DATTN_EMU_TMA_LATE): seconds
-run emu-build env EMU_PROTOS_ONLY=1 sh tests/emu/build.sh "$log/emu"
+# the CUDA backend on the host emulation of the GPU (tests/emu: TMA, mbarriers and
+# wgmma modelled; ~100 s to build on 2 cores): the kernel prototypes of bench/ (bench/proto_*.cu)
+# against their float64 references, with the bulk copies landing when issued and when waited
+# for (DATTN_EMU_TMA_LATE), and the library's warp-specialized forward (fwd_ws_d64_sm90.cu, every
+# variant pinned) through test_cuda_fwd --quick against the float64 reference (~6 s each; wsp also
+# on one emulated SM with late copies: every unit on one persistent CTA). The full emulated
+# sweeps (test_cuda_bwd --quick alone takes ~5 min here) stay a manual step (tests/emu/README.md).
+run emu-build sh tests/emu/build.sh "$log/emu"
+for pth in ws wsk wsg wskg wsp; do
+  n=emu-test_cuda_fwd-$pth
+  run "$n" "$log"/emu/test_cuda_fwd --path $pth --quick
+  count "$log/$n" || nf=$((nf + 1))
+done
+n=emu-test_cuda_fwd-wsp-1sm-late
+run "$n" env DATTN_EMU_SMS=1 DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wsp --quick
+count "$log/$n" || nf=$((nf + 1))
 for p in "$log"/emu/proto_*; do
   [ -x "$p" ] || continue
   for late in 0 1; do
