@@ -26,31 +26,29 @@ run() { # run NAME CMD...
   if [ "$rc" != 0 ]; then echo "==== $name FAILED (exit $rc)"; fail=1; fi
 }
 
+runc() { # runc NAME CMD...: run, then count its "N passed, N failed" line (none: one failure)
+  run "$@"
+  count "$log/$1" || nf=$((nf + 1))
+}
+
 run build make -j"$JOBS" lib
-run ctest make -j"$JOBS" test
-count "$log/ctest" || nf=$((nf + 1))
+runc ctest make -j"$JOBS" test
 # the CUDA backend on the host emulation of the GPU (tests/emu: TMA, mbarriers and
 # wgmma modelled; ~100 s to build on 2 cores): the kernel prototypes of bench/ (bench/proto_*.cu)
 # against their float64 references, with the bulk copies landing when issued and when waited
 # for (DATTN_EMU_TMA_LATE), and the library's warp-specialized forward (fwd_ws_d64_sm90.cu, every
-# variant pinned) through test_cuda_fwd --quick against the float64 reference (~6 s each; wsp also
+# variant pinned) through test_cuda_fwd --quick against the float64 reference (~5 s each; wsp also
 # on one emulated SM with late copies: every unit on one persistent CTA). The full emulated
-# sweeps (test_cuda_bwd --quick alone takes ~5 min here) stay a manual step (tests/emu/README.md).
+# sweeps (test_cuda_bwd --quick alone takes ~4.5 min here) stay a manual step (tests/emu/README.md).
 run emu-build sh tests/emu/build.sh "$log/emu"
 for pth in ws wsk wsg wskg wsp; do
-  n=emu-test_cuda_fwd-$pth
-  run "$n" "$log"/emu/test_cuda_fwd --path $pth --quick
-  count "$log/$n" || nf=$((nf + 1))
+  runc emu-test_cuda_fwd-$pth "$log"/emu/test_cuda_fwd --path $pth --quick
 done
-n=emu-test_cuda_fwd-wsp-1sm-late
-run "$n" env DATTN_EMU_SMS=1 DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wsp --quick
-count "$log/$n" || nf=$((nf + 1))
+runc emu-test_cuda_fwd-wsp-1sm-late env DATTN_EMU_SMS=1 DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wsp --quick
 for p in "$log"/emu/proto_*; do
   [ -x "$p" ] || continue
   for late in 0 1; do
-    n=emu-$(basename "$p")-late$late
-    run "$n" env DATTN_EMU_TMA_LATE=$late "$p" --check
-    count "$log/$n" || nf=$((nf + 1))
+    runc emu-$(basename "$p")-late$late env DATTN_EMU_TMA_LATE=$late "$p" --check
   done
 done
 run asan make -j"$JOBS" asan
