@@ -30,8 +30,53 @@ DATTN_DEV void ws_window_products(float (&gw)[2][8][4], uint64_t da, uint64_t db
     }
 }
 
-/* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1) */
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1).
+ * Of an element's two candidates (g0's and g1's, same row, columns 64 apart) exactly one lands
+ * in 0..63: d = row - (8 nb + 2 c + e&1) in -63..63 takes g1 at column d - 1 when d >= 1, else g0
+ * at d + 63. One full-warp store per element (the lanes' choices differ) rather than two stores
+ * of half a warp each: half the shared-memory wavefronts, the same bits. */
 DATTN_DEV void ws_gather_g2(float *dg, const float (&g0)[8][4], const float (&g1)[8][4], int rl0, int c)
+{
+    /* per row half h: x = row - 2 c and the address of D[row][63 - 2 c]; an element's address is
+     * then one select of a base and an immediate */
+    const int x0 = rl0 - 2 * c;
+    float *const a0 = dg + rl0 * (WS_DP + 1) + 63 - 2 * c;
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, k = 8 * nb + (e & 1), hi = x0 + 8 * h > k; /* d = x - k >= 1 */
+            float *const a = a0 + 8 * h * (WS_DP + 1) - (hi ? 64 : 0);
+            a[-k] = hi ? g1[nb][e] : g0[nb][e];
+        }
+}
+
+/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer).
+ * As in ws_gather_g2, one of an element's two candidates lands in 0..63: k = 8 nb + 2 c + e&1 and
+ * the column cl give row k + cl - 63 (half 0) when k + cl >= 63, else k + cl + 1 (half 1). */
+template <int ADD>
+DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+{
+    /* per column half h: y = column + 2 c and the address of D[column + 2 c + 1][column] */
+    const int y0 = rl0 + 2 * c;
+    float *const a0 = dg + rl0 + (y0 + 1) * WS_DP;
+#pragma unroll
+    for (int nb = 0; nb < 8; nb++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int h = e >> 1, k = 8 * nb + (e & 1), lo = y0 + 8 * h + k >= 63; /* half 0's row in 0..63 */
+            float *const a = a0 + 8 * h * (WS_DP + 1) - (lo ? 64 * WS_DP : 0);
+            const float v = lo ? gw[0][nb][e] : gw[1][nb][e];
+            if (ADD) a[k * WS_DP] += v;
+            else a[k * WS_DP] = v;
+        }
+}
+
+/* The gathers as two predicated stores per element, one per half (the backward's form: with the
+ * one-store forms below its kv kernels' mask + dropout entries spill 8 bytes under ptxas) */
+
+/* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1) */
+DATTN_DEV void ws_gather_g2_pred(float *dg, const float (&g0)[8][4], const float (&g1)[8][4], int rl0, int c)
 {
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
@@ -44,11 +89,11 @@ DATTN_DEV void ws_gather_g2(float *dg, const float (&g0)[8][4], const float (&g1
             }
 }
 
-DATTN_DEV void ws_gather_g(float *dg, const float (&gw)[2][8][4], int rl0, int c) { ws_gather_g2(dg, gw[0], gw[1], rl0, c); }
+DATTN_DEV void ws_gather_g_pred(float *dg, const float (&gw)[2][8][4], int rl0, int c) { ws_gather_g2_pred(dg, gw[0], gw[1], rl0, c); }
 
 /* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
 template <int ADD>
-DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c)
+DATTN_DEV void ws_gather_h_pred(float *dg, const float (&gw)[2][8][4], int rl0, int c)
 {
 #pragma unroll
     for (int hh = 0; hh < 2; hh++)
