@@ -312,6 +312,10 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
      * 64 / 224, was 1024 registers over, and it hung on the H200 (gpu-2026-12-02-wsvar) */
     constexpr int NREG_P = PS ? 64 : MSK || KC ? 56 : 40, NREG_C = PS ? 216 : MSK || KC ? 224 : 232;
     static_assert(128 * NREG_P + 256 * NREG_C <= 384 * 168, "fws: the register split exceeds the CTA's pool");
+    /* the ring rows a producer thread has in flight (of its 4 per block and table): all 4 in the
+     * KC kernels (56 registers), 2 elsewhere (4 spill in the 56-register MSK and 64-register PS
+     * producers, whose other state is larger) */
+    constexpr int FWS_RPI = KC ? 4 : 2;
     if (wg == 0) {
         setmaxnreg_dec<NREG_P>();
         if (!POS && warp != 0) return; /* (without position terms warp 0 alone: lane 0 the copies, with a mask its 32 lanes the biases) */
@@ -383,14 +387,16 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                         if (!need) continue;
                         const int ch = tid & 7;
 #pragma unroll 1
-                        for (int i = 0; i < 4; i += 2) { /* (two rows' loads in flight: the producer's 40 registers) */
-                            uint4 vr[2], vc[2];
-                            for (int k = 0; k < 2; k++) {
+                        for (int i = 0; i < 4; i += FWS_RPI) { /* (FWS_RPI rows' loads in flight) */
+                            uint4 vr[FWS_RPI], vc[FWS_RPI];
+#pragma unroll
+                            for (int k = 0; k < FWS_RPI; k++) {
                                 const int sl = dev_slot(a, a.tab, m0 - 64 * ab + (tid >> 3) + 16 * (i + k) + 65);
                                 vr[k] = *(const uint4 *)(tpk + sl * a.pk_ss + 8 * ch);
                                 vc[k] = *(const uint4 *)(tpq + sl * a.pq_ss + 8 * ch);
                             }
-                            for (int k = 0; k < 2; k++) {
+#pragma unroll
+                            for (int k = 0; k < FWS_RPI; k++) {
                                 const int tr = (tid >> 3) + 16 * (i + k);
                                 const uint32_t o = 8192u * (uint32_t)((rb + ab) % FWS_NR) + (uint32_t)(tr * 128 + ((ch ^ (tr & 7)) << 4));
                                 *(uint4 *)(smem + FWS_RR + o) = vr[k];

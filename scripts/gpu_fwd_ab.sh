@@ -1,0 +1,115 @@
+#!/bin/sh
+# Forward A/B of two or more source trees in one GPU call (the method of NOTES.md: ncu kernel
+# durations of every side in the same call, alternating, and the outputs / gradients compared bit
+# for bit). Run on the GPU machine from the repository root:
+#
+#   sh scripts/gpu_fwd_ab.sh base=.gpu/base new=.          (DIR "." is the working tree)
+#   sh scripts/gpu_fwd_ab.sh a=.gpu/a b=.gpu/b c=.
+#
+# A tree other than "." is made before the call, e.g.
+#   mkdir -p .gpu/base && git archive REV Makefile src include | tar -x -C .gpu/base
+# (.gpu/ is ignored by git: carry it). Every tree is built for sm_90a, in parallel. Then:
+#   - FAB_ROUNDS (default 2) rounds, each side in turn: ncu durations of the kernels matching
+#     FAB_KERNELS (default dattn_fwd_ws) in bench/gpu_prof_target.py --no-bwd --no-flash
+#     --shapes FAB_SHAPES (default 32x512,8x2048,2x8192) with DATTN_CUDA_FWD=FAB_PIN (default
+#     wskg: at L 512 every tile is a band tile; "" for the library's default);
+#   - bench/gpu_lib_ab.py run on each side (the library's default paths: its timings and the
+#     gradients of its CASES), then compare against the first side;
+#   - on ".": test_cuda_fwd --path P --quick for each P of FAB_TESTS (default "ws wsk wsg wskg wsp").
+# Writes under $OUT/fab (default gpu-out/fab): summary.txt (every table), ab_<tag>.txt,
+# durations.csv, build / test logs; ab.tgz holds the folder (the device tool returns 8 files).
+set -u
+O=${OUT:-gpu-out}/fab
+mkdir -p "$O/grads"
+ARCH="-gencode=arch=compute_90a,code=sm_90a"
+SHAPES=${FAB_SHAPES:-32x512,8x2048,2x8192}
+PIN=${FAB_PIN-wskg}
+ROUNDS=${FAB_ROUNDS:-2}
+KER=${FAB_KERNELS:-dattn_fwd_ws}
+TESTS=${FAB_TESTS-ws wsk wsg wskg wsp}
+[ $# -ge 2 ] || { echo "gpu_fwd_ab.sh: give two or more TAG=DIR" >&2; exit 2; }
+export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
+S=$O/summary.txt
+: >"$S"
+t0=$(date +%s)
+n=$#
+j=$((16 / n))
+[ $j -ge 2 ] || j=2
+for side in "$@"; do
+  tag=${side%%=*} dir=${side#*=}
+  extra=""
+  [ "$dir" = . ] && [ -n "$TESTS" ] && extra=tests-build
+  (make -C "$dir" -j$j CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib $extra >"$O/build_$tag.log" 2>&1
+   echo "build $tag ($dir) rc=$?" >>"$S") &
+done
+wait
+echo "builds done at $(($(date +%s) - t0)) s" >>"$S"
+lib() { echo "$(cd "$1" && pwd)/build/libdattn.so"; }
+: >"$O/durations.csv"
+r=1
+while [ $r -le "$ROUNDS" ]; do
+  for side in "$@"; do
+    tag=${side%%=*} dir=${side#*=}
+    env DATTN_LIBRARY="$(lib "$dir")" DATTN_CUDA_FWD="$PIN" ncu --profile-from-start off -k "regex:$KER" \
+      --section SpeedOfLight -f -o "$O/d" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-bwd --no-flash \
+      >"$O/ncu_$tag.log" 2>&1 || echo "ncu $tag round $r failed: $(tail -1 "$O/ncu_$tag.log")" >>"$S"
+    ncu --import "$O/d.ncu-rep" --page raw --csv --print-units base --metrics gpu__time_duration.sum 2>/dev/null |
+      awk -v t="$tag" -v r="$r" 'NR > 2 { print t "," r "," $0 }' >>"$O/durations.csv"
+    rm -f "$O/d.ncu-rep"
+  done
+  r=$((r + 1))
+done
+echo "ncu done at $(($(date +%s) - t0)) s" >>"$S"
+first=""
+for side in "$@"; do
+  tag=${side%%=*} dir=${side#*=}
+  DATTN_LIBRARY="$(lib "$dir")" python3 bench/gpu_lib_ab.py run --tag "$tag" --dir "$O/grads" >>"$O/lib_ab.log" 2>&1 ||
+    echo "gpu_lib_ab $tag failed" >>"$S"
+  if [ -z "$first" ]; then
+    first=$tag
+  else
+    python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$first" --new "$tag" >"$O/ab_$tag.txt" 2>&1
+  fi
+done
+rm -f "$O"/grads/*_grads.pt
+echo "gradients done at $(($(date +%s) - t0)) s" >>"$S"
+for p in $TESTS; do
+  OMP_NUM_THREADS=4 timeout 200 build/tests/test_cuda_fwd --path "$p" --quick --seed 11 >"$O/t_$p.log" 2>&1
+  echo "test_cuda_fwd --path $p --quick: rc $? $(grep -E '^[0-9]+ passed' "$O/t_$p.log" | tail -1)" >>"$S"
+done
+python3 - "$O/durations.csv" "$@" <<'PY' | tee -a "$S"
+import collections, csv, sys
+path, sides = sys.argv[1], [s.split("=")[0] for s in sys.argv[2:]]
+d = collections.defaultdict(list)  # (tag, index within the round) -> [us]
+names = {}
+per = collections.Counter()
+for row in csv.reader(open(path)):
+    if len(row) < 4:
+        continue
+    tag, rnd = row[0], row[1]
+    try:
+        us = float(row[-1]) / 1000.0
+    except ValueError:
+        continue
+    key = (tag, rnd)
+    i = per[key]
+    per[key] += 1
+    name = [c for c in row if c.startswith("dattn_")]
+    names[i] = name[0] if name else "?"
+    d[(tag, i)].append(us)
+print("ncu kernel durations (us at ncu's clocks, min over rounds; ratio to %s), in the order gpu_prof_target ran them:" % sides[0])
+for i in sorted(names):
+    cells = []
+    for t in sides:
+        v = min(d[(t, i)]) if d[(t, i)] else float("nan")
+        b = min(d[(sides[0], i)]) if d[(sides[0], i)] else float("nan")
+        cells.append("%s %9.2f (%.4f)" % (t, v, v / b))
+    print("  %-2d %-36s %s" % (i, names[i][:36], "  ".join(cells)))
+PY
+for side in "$@"; do
+  tag=${side%%=*}
+  [ -f "$O/ab_$tag.txt" ] && { echo "--- gpu_lib_ab compare $first -> $tag"; cat "$O/ab_$tag.txt"; } >>"$S"
+done
+echo "done at $(($(date +%s) - t0)) s" >>"$S"
+cat "$S"
+tar -czf "$O/../fab.tgz" -C "$O/.." fab
