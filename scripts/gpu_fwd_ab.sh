@@ -88,7 +88,7 @@ for row in csv.reader(open(path)):
         continue
     tag, rnd = row[0], row[1]
     try:
-        us = float(row[-1]) / 1000.0
+        us = float(row[-1].replace(",", "")) / 1000.0
     except ValueError:
         continue
     key = (tag, rnd)
