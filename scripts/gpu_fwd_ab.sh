@@ -17,7 +17,7 @@
 #     gradients of its CASES), then compare against the first side;
 #   - on ".": test_cuda_fwd --path P --quick for each P of FAB_TESTS (default "ws wsk wsg wskg wsp").
 # Writes under $OUT/fab (default gpu-out/fab): summary.txt (every table), ab_<tag>.txt,
-# durations.csv, build / test logs; ab.tgz holds the folder (the device tool returns 8 files).
+# durations.csv, build / test logs; $OUT/fab.tgz holds the folder (the device tool returns 8 files).
 set -u
 O=${OUT:-gpu-out}/fab
 mkdir -p "$O/grads"

@@ -73,7 +73,7 @@ DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c
 }
 
 /* The gathers as two predicated stores per element, one per half (the backward's form: with the
- * one-store forms below its kv kernels' mask + dropout entries spill 8 bytes under ptxas) */
+ * one-store forms above, its kv kernels' mask + dropout entries spill 8 bytes under ptxas) */
 
 /* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1) */
 DATTN_DEV void ws_gather_g2_pred(float *dg, const float (&g0)[8][4], const float (&g1)[8][4], int rl0, int c)
