@@ -72,7 +72,7 @@ if [ "${FWD_PATHS_NO_BENCH:-0}" != 1 ] && [ "$(left)" -ge 40 ]; then
     >"$O/bench.log" 2>&1
   echo "bench rc $?"
   sed -n '/^shape  *dattn  *ws /,/^default path/p' "$O/bench.log"
-  # the default's crossover to ws (FWD_WS_MIN_L, 512 from gpu-2026-12-02-wsfix's crossover rows): B L = 16K tokens between 512 and 2048
+  # the default's crossover to ws (FWD_WS_MIN_L, 384 from gpu-2026-12-03-wsl384/c1): B L = 16K tokens between 512 and 2048
   [ "$(left)" -ge 40 ] && timeout $(left) env DATTN_LIBRARY="$(pwd)/build/libdattn.so" python3 bench/gpu_bench.py --json "$O/bench_x.json" --op-only \
     --shapes "${FWD_PATHS_X_SHAPES:-24x640,16x1024,12x1408}" >"$O/bench_x.log" 2>&1
   echo "crossover bench rc $?"

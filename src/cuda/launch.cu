@@ -6,7 +6,7 @@
  *   fp16/bf16, D in {32, 64, 128}, 16-byte aligned rows, a slot map non-decreasing in r
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
  *       -> on compute capability 9.0 with D = 64, the padded layout without a mask or
- *          dropout, c2p and p2c both or neither and L > FWD_WS_MIN_L (512): the
+ *          dropout, c2p and p2c both or neither and L >= FWD_WS_MIN_L (384): the
  *          warp-specialized forward (fwd_ws_d64_sm90.cu) in its wskg form (FWD_WS_DEFAULT_VAR);
  *       -> on compute capability 9.0 with D = 64 otherwise (DATTN_SM90_DEFAULT): the Hopper
  *          wgmma kernel, one-warpgroup instance (sm90w1g, sm90w1h at L <= 512; fwd_sm90.cuh,
@@ -47,7 +47,7 @@
  *   ws      the warp-specialized forward (fwd_ws_d64_sm90.cu: sm_90, fp16 / bf16, D = 64,
  *           padded (any mask) or packed, no dropout, c2p and p2c both or neither, TMA-mappable
  *           rows); a call it cannot run returns UNSUPPORTED instead of falling back. The default
- *           takes it for padded calls without a mask at L > FWD_WS_MIN_L (below);
+ *           takes it for padded calls without a mask at L >= FWD_WS_MIN_L (below);
  *   wsk     ws with a saturated tile's column constants through the score product (a bf16
  *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g; padded or packed);
  *   wsg     ws with a band tile's G of its window's second half kept (in registers) from the
@@ -596,22 +596,22 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #endif
 
 /* The default forward takes the warp-specialized kernel (DATTN_CUDA_FWD=ws, in the form
- * FWD_WS_DEFAULT_VAR below) for the calls it runs at L above this; the calls below keep the
- * wgmma forward above. Measured in one run (bench/results/gpu-2026-12-02-wsfix/call1, fp16 H12
- * D64 S256 c2p|p2c, ms): wskg 0.304 / 0.349 / 0.487 / 0.578 / 0.669 / 1.583 against the
- * default's (then ws above 1024) 0.304 / 0.388 / 0.537 / 0.617 / 0.717 / 1.654 at B32 L512 /
- * B24 L640 / B16 L1024 / B12 L1408 / B8 L2048 / B2 L8192: a tie at 512 (every tile a band tile),
- * wskg ahead from 640 on. */
+ * FWD_WS_DEFAULT_VAR below) for the calls it runs at L >= this; the calls below keep the
+ * wgmma forward above (sm90w1h). Measured in one run (bench/results/gpu-2026-12-03-wsl384/c1,
+ * fp16 H12 D64 S256 c2p|p2c, ms): wskg 0.168 / 0.256 / 0.273 / 0.316 against sm90w1h 0.170 /
+ * 0.276 / 0.305 / 0.382 at B64 L256 / B48 L384 / B32 L512 / B24 L640: a tie at 256, wskg ahead
+ * from 384 on (it was L > 512 before, from gpu-2026-12-02-wsfix/call1's tie at 512, a run
+ * before the ws gathers' one-store form and its four-row ring fill). */
 #ifndef FWD_WS_MIN_L
-#define FWD_WS_MIN_L 512
+#define FWD_WS_MIN_L 384
 #endif
-/* 1: the default takes ws for masked calls too (above FWD_WS_MIN_L). 0 until its mask kernels
+/* 1: the default takes ws for masked calls too (from FWD_WS_MIN_L on). 0 until its mask kernels
  * are measured on the GPU (they were written and emulated after call 6; DATTN_CUDA_FWD=ws pins
  * them). */
 #ifndef FWD_WS_MASK_DEFAULT
 #define FWD_WS_MASK_DEFAULT 0
 #endif
-/* 1: the default takes ws for packed calls too (above FWD_WS_MIN_L); 0 until its packed kernels,
+/* 1: the default takes ws for packed calls too (from FWD_WS_MIN_L on); 0 until its packed kernels,
  * written after call 10, are measured on the GPU. */
 #ifndef FWD_WS_PACKED_DEFAULT
 #define FWD_WS_PACKED_DEFAULT 0
@@ -847,12 +847,12 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
                                "9.0 (this device: %d.%d), fp16/bf16, head_dim 64 or 128, 16-byte aligned "
                                "rows and a monotone slot map",
                                di.major, di.minor);
-    /* the warp-specialized forward: pinned, or the default's choice above FWD_WS_MIN_L (the
+    /* the warp-specialized forward: pinned, or the default's choice from FWD_WS_MIN_L on (the
      * dry call checks the call and the tensors' maps; the kps planes come below) */
     const int wsv = fws_variant(force), ws_pin = wsv >= 0, wvar = ws_pin ? wsv : FWD_WS_DEFAULT_VAR;
     int wsf = 0;
     if (tc && di.major == 9 && di.minor == 0 && c->D == 64 &&
-        (ws_pin || (!force && c->L > FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data) &&
+        (ws_pin || (!force && c->L >= FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data) &&
                     (FWD_WS_PACKED_DEFAULT || !c->packed))))
         wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, di.sms, 1, NULL) == cudaSuccess;
     if (ws_pin && !wsf)
