@@ -521,7 +521,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     reg_fence(dp);
                     reg_fence(gw[0]);
                     reg_fence(gw[1]);
-                    ws_gather_g_pred(dg, gw, rl0, c);
+                    ws_gather_g2(dg, gw[0], gw[1], rl0, c);
                     __syncwarp();
                     wgmma_fence();
                     ws_window_products<BF>(gw, dY, dC0, dC1);
@@ -531,7 +531,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     reg_fence(gw[0]);
                     reg_fence(gw[1]);
                     bar_sync_named(1 + cw, 128); /* every warp's G reads done */
-                    ws_gather_h_pred<0>(dg, gw, rl0, c);
+                    ws_gather_h<0>(dg, gw, rl0, c);
                     bar_sync_named(1 + cw, 128);
                     ws_add_d(sa, dg, rl0, c);
                 } else { /* (dkdv kernel, whose dV registers leave no room for the fused order) G, H, then S and dP */
@@ -544,7 +544,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     wgmma_wait<0>();
                     reg_fence(gw[0]);
                     reg_fence(gw[1]);
-                    ws_gather_g_pred(dg, gw, rl0, c);
+                    ws_gather_g2(dg, gw[0], gw[1], rl0, c);
                     wgmma_fence();
                     ws_window_products<BF>(gw, dY, dC0, dC1);
                     wgmma_commit();
