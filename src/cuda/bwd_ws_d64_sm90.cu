@@ -552,7 +552,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     reg_fence(gw[0]);
                     reg_fence(gw[1]);
                     bar_sync_named(1 + cw, 128); /* every warp's G stores done */
-                    ws_gather_h_pred<1>(dg, gw, rl0, c);
+                    /* (the mask + dropout entries keep the two-store form: the one-store one spills 8 bytes there) */
+                    if constexpr (MSK && DRP) ws_gather_h_pred<1>(dg, gw, rl0, c);
+                    else ws_gather_h<1>(dg, gw, rl0, c);
                     bar_sync_named(1 + cw, 128);
                     wgmma_fence();
                     ws_s_dp_products<BF>(sa, dp, dX, dY, dZ, dW);

@@ -72,26 +72,9 @@ DATTN_DEV void ws_gather_h(float *dg, const float (&gw)[2][8][4], int rl0, int c
         }
 }
 
-/* The gathers as two predicated stores per element, one per half (the backward's form: with the
- * one-store forms above, its kv kernels' mask + dropout entries spill 8 bytes under ptxas) */
-
-/* D[row][col] = G[row][row - col + 63] (the warp's own rows; G's halves u 0..63 in g0, 64..127 in g1) */
-DATTN_DEV void ws_gather_g2_pred(float *dg, const float (&g0)[8][4], const float (&g1)[8][4], int rl0, int c)
-{
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++)
-#pragma unroll
-        for (int nb = 0; nb < 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int rl = rl0 + 8 * (e >> 1), col = rl - (64 * hh + 8 * nb + 2 * c + (e & 1)) + 63;
-                if ((unsigned)col < 64u) dg[rl * WS_DP + col] = hh ? g1[nb][e] : g0[nb][e];
-            }
-}
-
-DATTN_DEV void ws_gather_g_pred(float *dg, const float (&gw)[2][8][4], int rl0, int c) { ws_gather_g2_pred(dg, gw[0], gw[1], rl0, c); }
-
-/* D[row][col] = (ADD: +=) H[col][row - col + 63] (any warp's rows; each element has one writer) */
+/* ws_gather_h as two predicated stores per element, one per half: the dkdv kernel's mask + dropout
+ * entries keep this form (with ws_gather_h<1> they spill 8 bytes under ptxas); every other entry
+ * takes the one-store forms above */
 template <int ADD>
 DATTN_DEV void ws_gather_h_pred(float *dg, const float (&gw)[2][8][4], int rl0, int c)
 {
