@@ -176,8 +176,11 @@ def main():
         def timed_grads():
             return timed(fwdbwd, 5, 15.0), grads()
 
-        t_f = timed(fwd, 10, 5.0)
-        t_fb, g0 = timed_grads()
+        # the target cells (the default's fwd+bwd against flash's): 30 reps each, one after the
+        # other (5-rep medians of the L512 cell spread +-4 % between runs: NOTES, 2026-12-03)
+        t_f = timed(fwd, 30, 5.0)
+        t_fb, g0 = timed(fwdbwd, 30, 15.0), grads()
+        t_fl = timed(flash, 30, 5.0)
         t_fbb, gb = pinned("tc3b", timed_grads)
         t_fb3, g3 = pinned("tc3", timed_grads)
         t_fbp, gp = pinned("tc3p", timed_grads)
@@ -200,7 +203,6 @@ def main():
         rest_bitwise = all(torch.equal(gp[i], gb[i]) for i in (0, 1, 3, 4))
         relk, rel3s, relc = rel_max(gk, gb), rel_max(g3s, gb), rel_max(g0, gb)
         tb = t_fbb - t_f  # tc3b's backward: the base of every variant's speedup
-        t_fl = timed(flash, 10, 5.0)
         diag = {}
         for name, tabs, pb, M in (("nopos", (None, None), 256, 512),
                                   ("satmost", (pk[:, :16].detach().contiguous().requires_grad_(),
