@@ -166,7 +166,7 @@ class DattnFwdPacked(DattnFwd):
 FORCED_COLUMNS = (("sm90", "sm90n128"), ("n64", "sm90n64"), ("sm80", "sm80"), ("w1ov", "sm90w1ov"),
                   ("w1", "sm90w1"), ("w1b", "sm90w1b"), ("w1c", "sm90w1c"),
                   ("w1g", "sm90w1g"), ("w1h", "sm90w1h"), ("ws", "ws"), ("wsk", "wsk"),
-                  ("wsg", "wsg"), ("wskg", "wskg"), ("wsp", "wsp"))
+                  ("wsg", "wsg"), ("wskg", "wskg"), ("wskgt", "wskgt"), ("wsp", "wsp"))
 
 
 def bench(fn, rep=200):
@@ -736,8 +736,8 @@ def main():
                                             r.get("dattn_packed_ms") or 0, r.get("dattn_packed_ws_ms") or 0))
     # ws against its variants: wsk (a saturated tile's column constants through the score
     # product), wsg (a band tile's G of the window's second half kept from the previous band
-    # tile), wskg (both), wsp (persistent CTAs)
-    vs = ("ws", "wsk", "wsg", "wskg", "wsp")
+    # tile), wskg (both), wskgt (wskg, ring blocks by TMA from expanded tables), wsp (persistent CTAs)
+    vs = ("ws", "wsk", "wsg", "wskg", "wskgt", "wsp")
     print("%-14s" % "shape" + "".join(" %9s" % v for v in vs) + "".join(" %9s" % ("sat_" + v) for v in vs) +
           "".join(" %9s" % ("band_" + v) for v in vs) + " %9s %9s" % ("nopos_ws", "nopos_wsp"))
     for r in res["op"]:
@@ -752,7 +752,8 @@ def main():
           "w1g / w1h columns DATTN_CUDA_FWD=sm90w1g / sm90w1h (the default's two instances: w1h at L <= 512), "
           "ws columns DATTN_CUDA_FWD=ws (the warp-specialized forward), wsk columns DATTN_CUDA_FWD=wsk (ws with a "
           "saturated tile's column constants through the score product), wsg columns DATTN_CUDA_FWD=wsg (ws with a band "
-          "tile's G of its window's second half kept from the previous band tile), wskg columns both, wsp columns DATTN_CUDA_FWD=wsp (ws on persistent CTAs, one per SM)" % res["dattn_default_path"])
+          "tile's G of its window's second half kept from the previous band tile), wskg columns both, wskgt columns "
+          "DATTN_CUDA_FWD=wskgt (wskg with the ring blocks by TMA from expanded tables in the workspace), wsp columns DATTN_CUDA_FWD=wsp (ws on persistent CTAs, one per SM)" % res["dattn_default_path"])
     print_encoder(res)
     print_fp32(res)
 

@@ -38,12 +38,14 @@ runc ctest make -j"$JOBS" test
 # against their float64 references, with the bulk copies landing when issued and when waited
 # for (DATTN_EMU_TMA_LATE), and the library's warp-specialized forward (fwd_ws_d64_sm90.cu, every
 # variant pinned) through test_cuda_fwd --quick against the float64 reference (~5 s each; wsp also
-# on one emulated SM with late copies: every unit on one persistent CTA). The full emulated
+# on one emulated SM with late copies: every unit on one persistent CTA; wskgt with late copies:
+# its ring blocks arrive by TMA). The full emulated
 # sweeps (test_cuda_bwd --quick alone takes ~4.5 min here) stay a manual step (tests/emu/README.md).
 run emu-build sh tests/emu/build.sh "$log/emu"
-for pth in ws wsk wsg wskg wsp; do
+for pth in ws wsk wsg wskg wskgt wsp; do
   runc emu-test_cuda_fwd-$pth "$log"/emu/test_cuda_fwd --path $pth --quick
 done
+runc emu-test_cuda_fwd-wskgt-late env DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wskgt --quick
 runc emu-test_cuda_fwd-wsp-1sm-late env DATTN_EMU_SMS=1 DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wsp --quick
 for p in "$log"/emu/proto_*; do
   [ -x "$p" ] || continue

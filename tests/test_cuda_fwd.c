@@ -61,7 +61,8 @@
  * --path wsk: the same on the ws forward's KC kernels (DATTN_CUDA_FWD=wsk: a saturated tile's
  *   column constants through the score product, bf16 hi + lo); --path wsg on its GR kernels (a
  *   band tile's G of the window's second half kept from the previous band tile; masked calls run
- *   ws's), --path wskg on both; --path wsp on its persistent kernels (one CTA per SM over the
+ *   ws's), --path wskg on both, --path wskgt on wskg with the ring blocks by TMA from the expanded
+ *   tables (FWS_VAR_TE; masked and packed calls run wskg's kernels); --path wsp on its persistent kernels (one CTA per SM over the
  *   units; masked calls run ws's; the emulator has 3 SMs, DATTN_EMU_SMS).
  * --same-as NAME (with --path sm90*): every case forced onto --path runs a second time with
  *   DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be bitwise equal, e.g.
@@ -220,11 +221,11 @@ static int ws_case(const tcase *t)
            t->lay != LAY_UNALIGNED;
 }
 
-/* Whether --path names one of the ws forward's forms (ws, wsk, wsg, wskg, wsp). */
+/* Whether --path names one of the ws forward's forms (ws, wsk, wsg, wskg, wskgt, wsp). */
 static int ws_path(void)
 {
     return path && (!strcmp(path, "ws") || !strcmp(path, "wsk") || !strcmp(path, "wsg") || !strcmp(path, "wskg") ||
-                    !strcmp(path, "wsp"));
+                    !strcmp(path, "wskgt") || !strcmp(path, "wsp"));
 }
 
 /* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
@@ -481,6 +482,8 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     CK(cudaMemset(out.d, 0xFF, out.bytes));
     CK(cudaMemset(lse.d, 0xFF, lse.bytes));
 
+    /* (the query under the call's DATTN_CUDA_FWD: wskgt's expanded tables are workspace) */
+    set_force(case_force(tc));
     size_t wsz = 0;
     dattn_status st = dattn_fwd_workspace_size(&p, &wsz);
     void *ws = NULL;
@@ -490,7 +493,6 @@ static int run_case(const tcase *tc, uint64_t seed, run_out *keep, const int32_t
     }
     p.workspace = ws;
     p.workspace_size = wsz;
-    set_force(case_force(tc));
     if (st == DATTN_OK) st = dattn_fwd(&p);
     set_force(NULL);
     int fail = 0;

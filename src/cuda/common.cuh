@@ -17,7 +17,16 @@
  * KC a saturated tile's column constants through the score product (wsk), GR a band tile's G
  * of its window's second half kept from the previous band tile (wsg; both: wskg), PS
  * persistent CTAs over the units (wsp: unmasked calls, neither KC nor GR). */
-enum { FWS_VAR_KC = 1, FWS_VAR_GR = 2, FWS_VAR_PS = 4 };
+enum { FWS_VAR_KC = 1, FWS_VAR_GR = 2, FWS_VAR_PS = 4, FWS_VAR_TE = 8 };
+
+/* TE (with KC and GR: wskgt; padded unmasked calls with position terms): the ring blocks by TMA
+ * from the expanded tables E_pk[h][u] = pk[h][slot(u - off)], E_pq the same of pq (u in 0..rows-1),
+ * which a prologue kernel writes into the workspace. Every r = i - j a band tile's window reads
+ * lies in (-Rc - 190, Rc + 191), Rc = min(R, L + 64) (NOTES, 2026-12-03, "ring blocks by TMA"):
+ * rows = 2 Rc + 384, off = Rc + 192. */
+static inline int dattn_fws_exp_rc(int R, int L) { return R < L + 64 ? R : L + 64; }
+static inline int dattn_fws_exp_rows(int R, int L) { return 2 * dattn_fws_exp_rc(R, L) + 384; }
+static inline int dattn_fws_exp_off(int R, int L) { return dattn_fws_exp_rc(R, L) + 192; }
 
 /* Everything a forward kernel reads. Strides are in elements. Row (b, token t, head h)
  * of q lives at q + b*q_sb + (tok0 + t)*q_sl + h*q_sh, where tok0 = cu[b] in the packed
@@ -29,6 +38,7 @@ typedef struct dattn_fwd_args {
     const uint8_t *mask;     /* padded only; NULL = all valid */
     const int32_t *cu;       /* packed only */
     const float *kps;        /* workspace: k_j . pq[sat_pos / sat_neg] planes, or NULL */
+    uint16_t *pexp;          /* workspace: the ws forward's expanded tables (FWS_VAR_TE), or NULL */
     const float *vmean;      /* workspace: mean of v over all L keys, [B*H][D] fp32, or NULL */
     const int32_t *kvr;      /* workspace: [B][2] first valid key, last valid key + 1, or NULL */
     int64_t q_sb, q_sl, q_sh;

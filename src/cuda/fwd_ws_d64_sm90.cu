@@ -44,7 +44,9 @@
 
 typedef struct dattn_fws_maps {
     CUtensorMap q, k, v;
-    int32_t qrf, krf, vrf; /* rows-first flags (tma.cuh) */
+    CUtensorMap pe, qe;         /* (TE kernels) the expanded tables of pk and pq (common.cuh) */
+    int32_t qrf, krf, vrf, erf; /* rows-first flags (tma.cuh) */
+    int32_t eoff;               /* (TE) E's row of r = 0 */
 } dattn_fws_maps;
 
 /* Shared memory (offsets from a 1024-byte-aligned base): Q [128][64]; K, V [FWS_NST][64][64];
@@ -273,7 +275,7 @@ DATTN_DEV void fws_unit(const dattn_fwd_args &a, int un, int nmb, int &m0, int &
     }
 }
 
-template <int BF, int POS, int MSK, int KC, int GR, int PS, int PK>
+template <int BF, int POS, int MSK, int KC, int GR, int PS, int PK, int TE>
 DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
 {
     extern __shared__ __align__(1024) char smem_raw[];
@@ -385,6 +387,18 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                         int need = 0;
                         for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= j0 && jj < j1 && ws_is_band<0>(m0, 128, 64 * jj, R);
                         if (!need) continue;
+                        if constexpr (TE) {
+                            /* (TE) the block's 64 rows r = m0 - 64 ab + 65 .. + 128 of both expanded
+                             * tables, two bulk copies on the stage's full barrier */
+                            if (warp == 0) {
+                                const uint32_t o = 8192u * (uint32_t)((rb + ab) % FWS_NR);
+                                const int row = m0 - 64 * ab + 65 + M.eoff;
+                                mbar_expect_tx_if(one, full0 + 8 * s, 2 * 8192);
+                                tma_load_rows_if(one, base + FWS_RR + o, &M.pe, full0 + 8 * s, M.erf, h, row, 0);
+                                tma_load_rows_if(one, base + FWS_RC + o, &M.qe, full0 + 8 * s, M.erf, h, row, 0);
+                            }
+                            continue;
+                        }
                         const int ch = tid & 7;
 #pragma unroll 1
                         for (int i = 0; i < 4; i += FWS_RPI) { /* (FWS_RPI rows' loads in flight) */
@@ -562,13 +576,14 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     }
 }
 
-#define FWS_KERNEL(DT, BF, POS, MSK, KC, GR, PS, PK, SUF)                                      \
+#define FWS_KERNEL_TE(DT, BF, POS, MSK, KC, GR, PS, PK, TE, SUF)                               \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         dattn_fwd_ws_##DT##_d64_pos##POS##SUF(const __grid_constant__ dattn_fwd_args a,              \
                                               const __grid_constant__ dattn_fws_maps M)             \
     {                                                                                              \
-        fws_body<BF, POS, MSK, KC, GR, PS, PK>(a, M);                                              \
+        fws_body<BF, POS, MSK, KC, GR, PS, PK, TE>(a, M);                                          \
     }
+#define FWS_KERNEL(DT, BF, POS, MSK, KC, GR, PS, PK, SUF) FWS_KERNEL_TE(DT, BF, POS, MSK, KC, GR, PS, PK, 0, SUF)
 FWS_KERNEL(f16, 0, 0, 0, 0, 0, 0, 0, )
 FWS_KERNEL(f16, 0, 1, 0, 0, 0, 0, 0, )
 FWS_KERNEL(bf16, 1, 0, 0, 0, 0, 0, 0, )
@@ -589,6 +604,23 @@ FWS_KERNEL(f16, 0, 1, 0, 0, 1, 0, 0, _gr)
 FWS_KERNEL(bf16, 1, 1, 0, 0, 1, 0, 0, _gr)
 FWS_KERNEL(f16, 0, 1, 0, 1, 1, 0, 0, _kc_gr)
 FWS_KERNEL(bf16, 1, 1, 0, 1, 1, 0, 0, _kc_gr)
+/* (DATTN_CUDA_FWD=wskgt, to be measured: wskg with the ring blocks by TMA from the expanded
+ * tables, FWS_VAR_TE in common.cuh) */
+FWS_KERNEL_TE(f16, 0, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
+FWS_KERNEL_TE(bf16, 1, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
+
+/* The expanded tables (FWS_VAR_TE): e[t][h][u][0..63] = (t ? pq : pk)[h][slot(u - off)], u < rows;
+ * grid (ceil(rows / 32), H, 2), 256 threads, one 16-byte chunk each */
+extern "C" __global__ void __launch_bounds__(256) dattn_fwd_ws_expand(const __grid_constant__ dattn_fwd_args a,
+                                                                      uint16_t *e, int rows, int off)
+{
+    const int u = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), ch = threadIdx.x & 7, h = blockIdx.y, t = blockIdx.z;
+    if (u >= rows) return;
+    const int sl = dev_slot(a, a.tab, u - off);
+    const uint16_t *src = (const uint16_t *)(t ? a.pq : a.pk) + (int64_t)h * (t ? a.pq_sh : a.pk_sh) +
+                          (int64_t)sl * (t ? a.pq_ss : a.pk_ss) + 8 * ch;
+    *(uint4 *)(e + (((int64_t)t * a.H + h) * rows + u) * 64 + 8 * ch) = *(const uint4 *)src;
+}
 /* (DATTN_CUDA_FWD=wsp, to be measured: persistent CTAs, one per SM, over the units; the
  * producer stages the next unit's Q, first K / V tiles and ring blocks while the consumers end
  * the current one. Not with GR: at the consumers' 224 registers ptxas serializes its wgmma,
@@ -679,7 +711,22 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
                                  {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
     int withps, withkc, withgr;
     fws_pick(a, var, &withps, &withkc, &withgr);
-    const kfn k = a->packed ? (withkc ? kpkc[bf != 0] : kpk[bf != 0][a->c2p != 0])
+    /* TE: with KC and GR (padded, unmasked, position terms), from the expanded tables in the
+     * workspace (launch.cu sizes them when DATTN_CUDA_FWD pins a TE form) */
+    const int withte = (var & FWS_VAR_TE) && withkc && withgr;
+    const int erows = withte ? dattn_fws_exp_rows(a->R, a->L) : 0, eoff = withte ? dattn_fws_exp_off(a->R, a->L) : 0;
+    if (withte) {
+        int erf = 0;
+        if (!a->pexp || dattn_tma_rows_map(&M.pe, &erf, a->pexp, 1, erows, a->H, 0, 64, (int64_t)erows * 64, 64) != cudaSuccess ||
+            dattn_tma_rows_map(&M.qe, &erf, a->pexp + (int64_t)a->H * erows * 64, 1, erows, a->H, 0, 64, (int64_t)erows * 64, 64) !=
+                cudaSuccess)
+            return cudaErrorNotSupported;
+        M.erf = erf;
+        M.eoff = eoff;
+    }
+    static const kfn kte[2] = {dattn_fwd_ws_f16_d64_pos1_kc_gr_te, dattn_fwd_ws_bf16_d64_pos1_kc_gr_te};
+    const kfn k = withte ? kte[bf != 0]
+                  : a->packed ? (withkc ? kpkc[bf != 0] : kpk[bf != 0][a->c2p != 0])
                   : withps ? kq[a->c2p != 0][bf != 0]
                   : withgr ? kg[withkc][bf != 0]
                   : withkc ? kk[a->mask != nullptr][bf != 0]
@@ -694,6 +741,11 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
         grid = dim3((unsigned)(units < nsm ? units : nsm), 1u, 1u);
     }
     if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem)) != cudaSuccess) return e;
+    if (withte) {
+        const dim3 eg((unsigned)((erows + 31) / 32), (unsigned)a->H, 2u);
+        dattn_fwd_ws_expand<<<eg, 256, 0, stream>>>(*a, a->pexp, erows, eoff);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
     k<<<grid, 384, smem, stream>>>(*a, M);
     return cudaGetLastError();
 }

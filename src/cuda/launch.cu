@@ -329,8 +329,10 @@ static int tc_dtype_dim(const dattn_call *c)
 }
 
 typedef struct ws_layout {
-    size_t kvr, vmean, kps, total; /* byte offsets; (size_t)-1 = absent */
+    size_t kvr, vmean, kps, pexp, total; /* byte offsets; (size_t)-1 = absent */
 } ws_layout;
+
+static int fws_variant(const char *force);
 
 #define WS_NONE ((size_t)-1)
 
@@ -340,7 +342,7 @@ static dattn_status layout_ws(const dattn_call *c, ws_layout *w)
 {
     const dattn_params *p = c->p;
     size_t off = 0;
-    w->kvr = w->vmean = w->kps = WS_NONE;
+    w->kvr = w->vmean = w->kps = w->pexp = WS_NONE;
     if (!c->packed && p->mask.data) {
         w->kvr = off;
         off += al256((size_t)c->B * 2 * sizeof(int32_t));
@@ -358,6 +360,13 @@ static dattn_status layout_ws(const dattn_call *c, ws_layout *w)
             off += al256((c->packed ? (size_t)c->H * 2 * (size_t)c->T
                                     : (size_t)c->B * (size_t)c->H * 2 * (size_t)c->L) *
                          sizeof(float));
+        }
+        /* the expanded tables of the ws forward's TE kernels (common.cuh), when DATTN_CUDA_FWD pins
+         * such a form (the calls it takes: padded, unmasked, both position terms, head_dim 64) */
+        const int wsv = fws_variant(getenv("DATTN_CUDA_FWD"));
+        if (wsv >= 0 && (wsv & FWS_VAR_TE) && c->c2p && c->D == 64 && !c->packed && !p->mask.data) {
+            w->pexp = off;
+            off += al256((size_t)2 * (size_t)c->H * (size_t)dattn_fws_exp_rows(sc->R, (int)c->L) * 64 * sizeof(uint16_t));
         }
     }
     w->total = off;
@@ -774,7 +783,7 @@ static int fws_variant(const char *force)
 {
     static const struct { const char *name; int var; } v[] = {
         {"ws", 0}, {"wsk", FWS_VAR_KC}, {"wsg", FWS_VAR_GR}, {"wskg", FWS_VAR_KC | FWS_VAR_GR},
-        {"wsp", FWS_VAR_PS}};
+        {"wsp", FWS_VAR_PS}, {"wskgt", FWS_VAR_KC | FWS_VAR_GR | FWS_VAR_TE}};
     for (size_t i = 0; force && i < sizeof v / sizeof v[0]; i++)
         if (!strcmp(force, v[i].name)) return v[i].var;
     return -1;
@@ -893,6 +902,7 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
     a.kvr = kvr;
     a.vmean = vmean;
     a.kps = kps;
+    a.pexp = (tc && wl.pexp != WS_NONE) ? (uint16_t *)(ws + wl.pexp) : NULL;
     a.kps_ld = c->packed ? c->T : c->L;
 
     cudaStream_t stream = (cudaStream_t)p->stream;
