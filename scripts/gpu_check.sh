@@ -16,7 +16,7 @@
 #   GPU_CHECK_BWD_PATHS="tc3g ..."  backward paths swept and sanitized again after the
 #            default (default "tc3g"; the default itself is the ws kernels on the H200)
 #   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h wskg")
-#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws wskg")
+#   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws wskg wskgt")
 #   GPU_CHECK_BUDGET=520  seconds for the whole run (steps are cut to fit it)
 #   JOBS=16
 set -u
@@ -292,7 +292,7 @@ if [ $SAN -eq 1 ] && [ $TRAIN -eq 0 ] && command -v compute-sanitizer >/dev/null
   # (cp.async of the (hi, lo) pairs into the wgmma operand block after the V barrier,
   # st.shared of its zeros / ones before the first barrier)
   if [ -x build/tests/test_cuda_fwd ]; then
-    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g ws wskg}; do
+    for pth in ${GPU_CHECK_SAN_FWD_PATHS:-sm90w1g ws wskg wskgt}; do
       for tool in racecheck synccheck; do
         pstep "san-$tool(test_cuda_fwd --path $pth)" 150 compute-sanitizer --tool $tool --error-exitcode 9 \
           build/tests/test_cuda_fwd --path $pth --quick --seed 7
