@@ -64,9 +64,9 @@
  *   ws's), --path wskg on both, --path wskgt on wskg with the ring blocks by TMA from the expanded
  *   tables (FWS_VAR_TE; masked and packed calls run wskg's kernels); --path wsp on its persistent kernels (one CTA per SM over the
  *   units; masked calls run ws's; the emulator has 3 SMs, DATTN_EMU_SMS).
- * --same-as NAME (with --path sm90*): every case forced onto --path runs a second time with
- *   DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be bitwise equal, e.g.
- *   --path sm90w1d --same-as sm90w1b.
+ * --same-as NAME (with --path sm90* and an sm90* NAME, or two ws forms): every case forced onto
+ *   --path runs a second time with DATTN_CUDA_FWD=NAME; out and lse (gaps included) must be
+ *   bitwise equal, e.g. --path sm90w1d --same-as sm90w1b, --path wskgt --same-as wskg.
  * --lse-tol TOL (with --same-as): instead of bitwise out / lse, lse (fp32, no output rounding
  *   in between) within TOL * max(1, |lse|) of the other path's, e.g. --path sm90w1g --same-as
  *   sm90w1c --lse-tol 1e-5 (sm90w1g's saturated p2c constants are bf16 hi + lo, ~2^-16
@@ -221,12 +221,15 @@ static int ws_case(const tcase *t)
            t->lay != LAY_UNALIGNED;
 }
 
-/* Whether --path names one of the ws forward's forms (ws, wsk, wsg, wskg, wskgt, wsp). */
-static int ws_path(void)
+/* Whether name is one of the ws forward's forms (ws, wsk, wsg, wskg, wskgt, wsp). */
+static int ws_name(const char *name)
 {
-    return path && (!strcmp(path, "ws") || !strcmp(path, "wsk") || !strcmp(path, "wsg") || !strcmp(path, "wskg") ||
-                    !strcmp(path, "wskgt") || !strcmp(path, "wsp"));
+    return name && (!strcmp(name, "ws") || !strcmp(name, "wsk") || !strcmp(name, "wsg") || !strcmp(name, "wskg") ||
+                    !strcmp(name, "wskgt") || !strcmp(name, "wsp"));
 }
+
+/* Whether --path names one of the ws forward's forms. */
+static int ws_path(void) { return ws_name(path); }
 
 /* The DATTN_CUDA_FWD value a case runs with (NULL: the library's choice). */
 static const char *case_force(const tcase *t)
@@ -1519,8 +1522,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "--lse-tol TOL needs --same-as NAME\n");
         return 2;
     }
-    if (same_as && (!path || strncmp(path, "sm90", 4) || strncmp(same_as, "sm90", 4))) {
-        fprintf(stderr, "--same-as NAME needs --path sm90* and an sm90* NAME (the cases both run)\n");
+    if (same_as && !(path && !strncmp(path, "sm90", 4) && !strncmp(same_as, "sm90", 4)) &&
+        !(ws_path() && ws_name(same_as))) {
+        fprintf(stderr, "--same-as NAME needs --path sm90* and an sm90* NAME, or two ws forms (the cases both run)\n");
         return 2;
     }
     /* an outside DATTN_CUDA_FWD keeps applying to every unforced case */

@@ -641,20 +641,22 @@ FWS_KERNEL(f16, 0, 1, 0, 1, 0, 0, 1, _packed_kc)
 FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, 1, _packed_kc)
 
 /* The variant bits a call takes of var: PS padded unmasked calls only (and then neither KC nor
- * GR), KC with position terms (padded or packed), GR with position terms, padded, unmasked. */
-static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr)
+ * GR), KC with position terms (padded or packed), GR with position terms, padded, unmasked, TE
+ * with KC and GR (launch.cu's layout_ws sizes its expanded tables for the same calls). */
+static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr, int *te)
 {
     *ps = !a->packed && (var & FWS_VAR_PS) && !a->mask;
     *kc = !*ps && (var & FWS_VAR_KC) && a->c2p;
     *gr = !a->packed && !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
+    *te = (var & FWS_VAR_TE) && *kc && *gr;
 }
 
 /* Whether the kernel dattn_launch_fwd_ws takes for (a, var) reads the kps planes as bf16 (hi,
  * lo) pairs (the KC kernels) rather than fp32 sums. */
 extern "C" int dattn_fwd_ws_kps_hl(const dattn_fwd_args *a, int var)
 {
-    int ps, kc, gr;
-    fws_pick(a, var, &ps, &kc, &gr);
+    int ps, kc, gr, te;
+    fws_pick(a, var, &ps, &kc, &gr, &te);
     return kc;
 }
 
@@ -709,11 +711,10 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
     /* [position terms][bf16] (persistent: no mask, no kc, no gr) */
     static const kfn kq[2][2] = {{dattn_fwd_ws_f16_d64_pos0_ps, dattn_fwd_ws_bf16_d64_pos0_ps},
                                  {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
-    int withps, withkc, withgr;
-    fws_pick(a, var, &withps, &withkc, &withgr);
-    /* TE: with KC and GR (padded, unmasked, position terms), from the expanded tables in the
-     * workspace (launch.cu sizes them when DATTN_CUDA_FWD pins a TE form) */
-    const int withte = (var & FWS_VAR_TE) && withkc && withgr;
+    int withps, withkc, withgr, withte;
+    fws_pick(a, var, &withps, &withkc, &withgr, &withte);
+    /* (TE: from the expanded tables in the workspace, which launch.cu sizes when DATTN_CUDA_FWD
+     * pins a TE form) */
     const int erows = withte ? dattn_fws_exp_rows(a->R, a->L) : 0, eoff = withte ? dattn_fws_exp_off(a->R, a->L) : 0;
     if (withte) {
         int erf = 0;
