@@ -5,7 +5,10 @@
 #
 #   sh scripts/gpu_fwd_ab.sh base=.gpu/base new=.          (DIR "." is the working tree)
 #   sh scripts/gpu_fwd_ab.sh a=.gpu/a b=.gpu/b c=.
+#   sh scripts/gpu_fwd_ab.sh wskg=.@wskg wskgt=.@wskgt  (one tree, two DATTN_CUDA_FWD pins)
 #
+# TAG=DIR@PIN runs that side with DATTN_CUDA_FWD=PIN (ncu and gpu_lib_ab both; a tree named twice
+# is built once); without @PIN a side takes FAB_PIN for ncu and the library's default for gpu_lib_ab.
 # A tree other than "." is made before the call, e.g.
 #   mkdir -p .gpu/base && git archive REV Makefile src include | tar -x -C .gpu/base
 # (.gpu/ is ignored by git: carry it). Every tree is built for sm_90a, in parallel. Then:
@@ -32,11 +35,18 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
 S=$O/summary.txt
 : >"$S"
 t0=$(date +%s)
-n=$#
+n=0 seen=""
+for side in "$@"; do
+  dir=${side#*=} dir=${dir%%@*}
+  case " $seen " in *" $dir "*) ;; *) seen="$seen $dir" n=$((n + 1)) ;; esac
+done
 j=$((16 / n))
 [ $j -ge 2 ] || j=2
+dirs=""
 for side in "$@"; do
-  tag=${side%%=*} dir=${side#*=}
+  tag=${side%%=*} dir=${side#*=} dir=${dir%%@*}
+  case " $dirs " in *" $dir "*) continue ;; esac
+  dirs="$dirs $dir"
   extra=""
   [ "$dir" = . ] && [ -n "$TESTS" ] && extra=tests-build
   (make -C "$dir" -j$j CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib $extra >"$O/build_$tag.log" 2>&1
@@ -49,8 +59,9 @@ lib() { echo "$(cd "$1" && pwd)/build/libdattn.so"; }
 r=1
 while [ $r -le "$ROUNDS" ]; do
   for side in "$@"; do
-    tag=${side%%=*} dir=${side#*=}
-    env DATTN_LIBRARY="$(lib "$dir")" DATTN_CUDA_FWD="$PIN" ncu --profile-from-start off -k "regex:$KER" \
+    tag=${side%%=*} dir=${side#*=} pin=$PIN
+    case $dir in *@*) pin=${dir#*@} dir=${dir%%@*} ;; esac
+    env DATTN_LIBRARY="$(lib "$dir")" DATTN_CUDA_FWD="$pin" ncu --profile-from-start off -k "regex:$KER" \
       --section SpeedOfLight -f -o "$O/d" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-bwd --no-flash \
       >"$O/ncu_$tag.log" 2>&1 || echo "ncu $tag round $r failed: $(tail -1 "$O/ncu_$tag.log")" >>"$S"
     ncu --import "$O/d.ncu-rep" --page raw --csv --print-units base --metrics gpu__time_duration.sum 2>/dev/null |
@@ -62,8 +73,9 @@ done
 echo "ncu done at $(($(date +%s) - t0)) s" >>"$S"
 first=""
 for side in "$@"; do
-  tag=${side%%=*} dir=${side#*=}
-  DATTN_LIBRARY="$(lib "$dir")" python3 bench/gpu_lib_ab.py run --tag "$tag" --dir "$O/grads" >>"$O/lib_ab.log" 2>&1 ||
+  tag=${side%%=*} dir=${side#*=} pin=""
+  case $dir in *@*) pin=${dir#*@} dir=${dir%%@*} ;; esac
+  DATTN_LIBRARY="$(lib "$dir")" DATTN_CUDA_FWD="$pin" python3 bench/gpu_lib_ab.py run --tag "$tag" --dir "$O/grads" >>"$O/lib_ab.log" 2>&1 ||
     echo "gpu_lib_ab $tag failed" >>"$S"
   if [ -z "$first" ]; then
     first=$tag
