@@ -89,34 +89,43 @@ for p in $TESTS; do
   OMP_NUM_THREADS=4 timeout 200 build/tests/test_cuda_fwd --path "$p" --quick --seed 11 >"$O/t_$p.log" 2>&1
   echo "test_cuda_fwd --path $p --quick: rc $? $(grep -E '^[0-9]+ passed' "$O/t_$p.log" | tail -1)" >>"$S"
 done
-python3 - "$O/durations.csv" "$@" <<'PY' | tee -a "$S"
+python3 - "$O/durations.csv" "$SHAPES" "$@" <<'PY' | tee -a "$S"
 import collections, csv, sys
-path, sides = sys.argv[1], [s.split("=")[0] for s in sys.argv[2:]]
-d = collections.defaultdict(list)  # (tag, index within the round) -> [us]
-names = {}
-per = collections.Counter()
+path, shapes = sys.argv[1], sys.argv[2].split(",")
+sides = [s.split("=")[0] for s in sys.argv[3:]]
+runs = collections.defaultdict(list)  # (tag, round) -> [(kernel, us)] in launch order
 for row in csv.reader(open(path)):
     if len(row) < 4:
         continue
-    tag, rnd = row[0], row[1]
     try:
         us = float(row[-1].replace(",", "")) / 1000.0
     except ValueError:
         continue
-    key = (tag, rnd)
-    i = per[key]
-    per[key] += 1
     name = [c for c in row if c.startswith("dattn_")]
-    names[i] = name[0] if name else "?"
-    d[(tag, i)].append(us)
-print("ncu kernel durations (us at ncu's clocks, min over rounds; ratio to %s), in the order gpu_prof_target ran them:" % sides[0])
-for i in sorted(names):
-    cells = []
+    runs[(row[0], row[1])].append((name[0] if name else "?", us))
+# gpu_prof_target runs the shapes in order, one forward call each: a side's launches split into
+# len(shapes) equal groups (a call may launch more than one kernel, e.g. a prologue)
+cell = {}  # (tag, shape index) -> (min total over rounds, [(kernel, min us)])
+for t in sides:
+    rounds = [v for (tt, _), v in sorted(runs.items()) if tt == t]
+    if not rounds or any(len(v) != len(rounds[0]) or len(v) % len(shapes) for v in rounds):
+        print("%s: launch counts %s do not split into %d shapes" % (t, [len(v) for v in rounds], len(shapes)))
+        continue
+    k = len(rounds[0]) // len(shapes)
+    for i in range(len(shapes)):
+        groups = [v[i * k:(i + 1) * k] for v in rounds]
+        tot = min(sum(us for _, us in g) for g in groups)
+        per = [(groups[0][j][0], min(g[j][1] for g in groups)) for j in range(k)]
+        cell[(t, i)] = (tot, per)
+print("ncu kernel durations per call (us at ncu's clocks, min over rounds; ratio to %s):" % sides[0])
+for i, sh in enumerate(shapes):
+    base = cell.get((sides[0], i), (float("nan"), []))[0]
     for t in sides:
-        v = min(d[(t, i)]) if d[(t, i)] else float("nan")
-        b = min(d[(sides[0], i)]) if d[(sides[0], i)] else float("nan")
-        cells.append("%s %9.2f (%.4f)" % (t, v, v / b))
-    print("  %-2d %-36s %s" % (i, names[i][:36], "  ".join(cells)))
+        if (t, i) not in cell:
+            continue
+        tot, per = cell[(t, i)]
+        print("  %-8s %-8s total %9.2f (%.4f)  %s" % (sh, t, tot, tot / base,
+              "  ".join("%s %.2f" % (n[6:40], us) for n, us in per)))
 PY
 for side in "$@"; do
   tag=${side%%=*}

@@ -86,9 +86,9 @@ done
 run python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$first" --new "$second" --json "$O/ab.json" >"$O/ab.txt" 2>&1
 rm -f "$O"/grads/*_grads.pt
 [ $DRY -eq 1 ] && exit 0
-python3 - "$O" "$first" "$second" <<'PY' | tee "$O/ratios.txt"
+python3 - "$O" "$first" "$second" "$SHAPES" <<'PY' | tee "$O/ratios.txt"
 import csv, os, sys
-o, a, b = sys.argv[1:4]
+o, a, b, shapes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 def durations(tag):
     rows = list(csv.reader(open(os.path.join(o, f"dur_{tag}.csv"))))
     h = rows[0]
@@ -98,9 +98,27 @@ try:
     da, db = durations(a), durations(b)
 except (OSError, ValueError, IndexError) as e:
     sys.exit(f"no durations: {e}")
-print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, in the order bench/gpu_prof_target.py ran them:")
-for (ka, ta), (kb, tb) in zip(da, db):
-    print(f"  {ka[:40]:40s} {ta:10.4f} {tb:10.4f}  {tb / ta:.4f}x")
+# bench/gpu_prof_target.py runs the shapes in order, one call each: each side's launches split
+# into len(shapes) equal groups (one side may launch a prologue kernel the other has not); within
+# a shape the kernels pair by name, and the call's total compares the two sides
+print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, per shape in the order bench/gpu_prof_target.py ran them:")
+if len(da) % len(shapes) or len(db) % len(shapes):
+    sys.exit(f"launch counts {len(da)} / {len(db)} do not split into {len(shapes)} shapes")
+na, nb = len(da) // len(shapes), len(db) // len(shapes)
+for i, sh in enumerate(shapes):
+    ga, gb = da[i * na:(i + 1) * na], db[i * nb:(i + 1) * nb]
+    rest = list(gb)
+    for ka, ta in ga:
+        m = next((x for x in rest if x[0] == ka), None)
+        if m:
+            rest.remove(m)
+            print(f"  {sh:8s} {ka[:40]:40s} {ta:10.4f} {m[1]:10.4f}  {m[1] / ta:.4f}x")
+        else:
+            print(f"  {sh:8s} {ka[:40]:40s} {ta:10.4f} {'-':>10s}  (only {a})")
+    for kb, tb in rest:
+        print(f"  {sh:8s} {kb[:40]:40s} {'-':>10s} {tb:10.4f}  (only {b})")
+    sa, sb = sum(t for _, t in ga), sum(t for _, t in gb)
+    print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x")
 PY
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 cat "$S"

@@ -1580,6 +1580,13 @@ int main(int argc, char **argv)
         t.packed = 1;
         set_pos(&t, 2);
         run_case(&t, NEXT, NULL, NULL);
+        /* the default's warp-specialized form on sm_90 (padded, unmasked, both terms, L >=
+         * FWD_WS_MIN_L: wskgt, its expanded tables in the workspace), saturated tiles or none */
+        for (int k = 0; k < 2; k++) {
+            t = base_case(dts[k], 64, 1, 2, 400);
+            set_pos(&t, k ? 0 : 2);
+            run_case(&t, NEXT, NULL, NULL);
+        }
         t = base_case(DATTN_F32, 64, 2, 1, 70);
         t.mask = MASK_LEFT;
         run_case(&t, NEXT, NULL, NULL);

@@ -73,7 +73,10 @@
 /* the four tensors' maps (tma.cuh: 64-row boxes of one head) and their rows-first flags */
 typedef struct dattn_ws_maps {
     CUtensorMap q, k, v, o; /* o: dout */
+    CUtensorMap er, ec;     /* (te) the expanded tables of the row side and the column side, the
+                               kernel's sign (common.cuh, dattn_bwd_args.pexp) */
     int32_t qrf, krf, vrf, orf;
+    int32_t te, erf, eoff;  /* te: the ring blocks by TMA from er / ec (eoff: their row of r = 0) */
 } dattn_ws_maps;
 
 #define WS_L2E 1.4426950408889634f
@@ -296,6 +299,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     /* row (b, i) of the workspace row arrays (ws_row, the layout fixed by PK) */
 #define WS_ROW(i_) ws_row_of<PK>(A, b, h, tok0, (i_))
     const int pos = a.c2p; /* (c2p == p2c on this path) */
+    /* the rings from the expanded tables (not in the mask + dropout kernels: there ptxas spills
+     * 16 bytes with the branch in; the launcher leaves te 0 for them) */
+    const int te = MSK && DRP ? 0 : M.te;
     /* (the pointers below are formed where they are used, from the parameters: nothing held in
      * the consumers' registers across the tile loop) tables: row side TR (dq kernel pk, dkdv
      * kernel pq), column side TC; saturated planes [row][2 sides] (rsat: q . pk[sat], csat: k .
@@ -311,8 +317,9 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
         mbar_init(xempty, 256);
         for (int s = 0; s < 2; s++) {
             /* arrivals: lane 0 (with the copies' bytes); with column facts its warp's 32 lanes; with
-             * position terms the producer's 128 threads (the ring rows) */
-            mbar_init(full0 + 8 * s, pos || DRP ? 128 : KV ? 32 : 1);
+             * position terms the producer's 128 threads (the ring rows; from the expanded tables,
+             * M.te, warp 0 alone) */
+            mbar_init(full0 + 8 * s, DRP || (pos && !te) ? 128 : pos || KV ? 32 : 1);
             mbar_init(empty0 + 8 * s, 256);
         }
         mbar_init_fence();
@@ -323,7 +330,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     static_assert(128 * NREG_P + 256 * NREG_C <= 384 * 168, "bws: the register split exceeds the CTA's pool");
     if (wg == 0) {
         setmaxnreg_dec<NREG_P>();
-        if (warp != 0 && !pos && !DRP) return;
+        if (warp != 0 && (!pos || te) && !DRP) return;
         const int one = warp == 0 && lane == 0;
         WS_UNITS;
         const CUtensorMap *mx = KV ? &M.k : &M.q, *mz = KV ? &M.v : &M.o, *my = KV ? &M.q : &M.k, *mw = KV ? &M.o : &M.v;
@@ -397,6 +404,19 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                         int need = 0;
                         for (int jj = ab - 2; jj <= ab; jj++) need |= jj >= 0 && jj < nt && ws_is_band<KV>(m0, 128, 64 * jj, R);
                         if (!need) continue;
+                        if (te) {
+                            /* (te) the block's 64 rows of both expanded tables, two bulk copies on
+                             * the stage's full barrier (the rows x = m0 - 64 ab + 65 + t of the
+                             * kernel's sign) */
+                            if (warp == 0) {
+                                const uint32_t o = 8192u * (uint32_t)(ab & 3);
+                                const int row = m0 - 64 * ab + 65 + M.eoff;
+                                mbar_expect_tx_if(one, full0 + 8 * s, 2 * 8192);
+                                tma_load_rows_if(one, base + WS_RR + o, &M.er, full0 + 8 * s, M.erf, h, row, 0);
+                                tma_load_rows_if(one, base + WS_RC + o, &M.ec, full0 + 8 * s, M.erf, h, row, 0);
+                            }
+                            continue;
+                        }
                         const int ch = tid & 7;
 #pragma unroll 1
                         for (int i = 0; i < 4; i++) { /* (rolled: the producer's 40 registers) */
@@ -742,12 +762,22 @@ WS_KERNEL(bf16, 1, 1, 0, 1, 1, _packed_drop)
 /* The saturated planes: rsat[row][side] = q_row . pk[sat slot of side], csat[row][side] = k_row .
  * pq[...] (fp32 sums of the 16-bit products, d in order); side 0 = r <= -R (sat_neg), 1 = r >=
  * R (sat_pos). One thread per (b, h, row); rows at ws_row (padded (b H + h) L + row, packed h T +
- * tok0 + row). */
+ * tok0 + row). The four table rows in shared memory as floats, a thread's row in 16-byte loads
+ * (the rows are 16-byte aligned on this path: its TMA maps), all eight before the sums (the same
+ * products in the same order as one element at a time: the same bits; one 2-byte load per
+ * element took 155 us a call at 16K tokens x 12 heads, NOTES "The saturated planes"). */
 template <int BF>
 DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
+    __shared__ float ts[2][2][64]; /* [which: pk, pq][side][d] */
     const int row = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+        const int w = i >> 7, side = (i >> 6) & 1, d = i & 63;
+        const uint16_t *t = (const uint16_t *)(w ? a.pq : a.pk) + (int64_t)h * (w ? a.pq_sh : a.pk_sh);
+        ts[w][side][d] = h2f<BF>(t[(int64_t)(side ? a.sat_pos : a.sat_neg) * (w ? a.pq_ss : a.pk_ss) + d]);
+    }
+    __syncthreads();
     int tok0, len;
     dev_seq(a, b, tok0, len);
     if (row >= len) return;
@@ -755,14 +785,19 @@ DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
     for (int which = 0; which < 2; which++) {
         const uint16_t *x = (const uint16_t *)(which ? a.k : a.q) + (int64_t)b * (which ? a.k_sb : a.q_sb) +
                             (int64_t)(tok0 + row) * (which ? a.k_sl : a.q_sl) + (int64_t)h * (which ? a.k_sh : a.q_sh);
-        const uint16_t *t = (const uint16_t *)(which ? a.pq : a.pk) + (int64_t)h * (which ? a.pq_sh : a.pk_sh);
-        const int64_t ts = which ? a.pq_ss : a.pk_ss;
-        const uint16_t *t0 = t + (int64_t)a.sat_neg * ts, *t1 = t + (int64_t)a.sat_pos * ts;
+        uint4 xv[8];
+#pragma unroll
+        for (int ch = 0; ch < 8; ch++) xv[ch] = *(const uint4 *)(x + 8 * ch);
         float s0 = 0.f, s1 = 0.f;
-        for (int d = 0; d < 64; d++) {
-            const float xd = h2f<BF>(x[d]);
-            s0 = fmaf(xd, h2f<BF>(t0[d]), s0);
-            s1 = fmaf(xd, h2f<BF>(t1[d]), s1);
+#pragma unroll
+        for (int ch = 0; ch < 8; ch++) {
+            const uint32_t wv[4] = {xv[ch].x, xv[ch].y, xv[ch].z, xv[ch].w};
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const float xd = h2f<BF>((uint16_t)(wv[e >> 1] >> (16 * (e & 1))));
+                s0 = fmaf(xd, ts[which][0][8 * ch + e], s0);
+                s1 = fmaf(xd, ts[which][1][8 * ch + e], s1);
+            }
         }
         float *pl = which ? A.csat : A.rsat;
         pl[2 * wr] = s0;
@@ -989,6 +1024,22 @@ extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R)
 
 extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 
+/* The expanded tables (DATTN_CUDA_BWD=wst, dattn_bwd_args.pexp): e[z][h][u][0..63], z = 2 sg + t, =
+ * (t ? pq : pk)[h][slot(sg ? off - u : u - off)], u < rows (sign 0 the dq kernel's rings, r = x,
+ * sign 1 the dkdv kernel's, r = -x); grid (ceil(rows / 32), H, 4), 256 threads, one 16-byte chunk
+ * each */
+extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_expand(const __grid_constant__ dattn_fwd_args a,
+                                                                      uint16_t *e, int rows, int off)
+{
+    const int u = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), ch = threadIdx.x & 7, h = blockIdx.y;
+    const int z = blockIdx.z, t = z & 1;
+    if (u >= rows) return;
+    const int sl = dev_slot(a, a.tab, z >> 1 ? off - u : u - off);
+    const uint16_t *src = (const uint16_t *)(t ? a.pq : a.pk) + (int64_t)h * (t ? a.pq_sh : a.pk_sh) +
+                          (int64_t)sl * (t ? a.pq_ss : a.pk_ss) + 8 * ch;
+    *(uint4 *)(e + (((int64_t)z * a.H + h) * rows + u) * 64 + 8 * ch) = *(const uint4 *)src;
+}
+
 /* The whole backward on this path (A->tcg = G groups per head; A->di, rsat, csat, ppk, ppq in the
  * workspace): D_i, the planes, the dq kernel, the dkdv kernel, the table reduce. Returns
  * cudaErrorNotSupported, having launched nothing, for a call outside the path (no rows, D other
@@ -1012,6 +1063,16 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     M.krf = rf[1];
     M.vrf = rf[2];
     M.orf = rf[3];
+    /* (te: the rings from the expanded tables, with position terms and the workspace's tables) */
+    const int te = a.c2p && A->pexp && !(a.mask && a.drop_thr), erows = te ? dattn_fws_exp_rows(a.R, a.L) : 0;
+    CUtensorMap em[4];
+    M.te = te;
+    M.erf = 0;
+    M.eoff = te ? dattn_fws_exp_off(a.R, a.L) : 0;
+    for (int z = 0; z < 4 && te; z++)
+        if (dattn_tma_rows_map(&em[z], &M.erf, A->pexp + (int64_t)z * a.H * erows * 64, 1, erows, a.H, 0, 64,
+                               (int64_t)erows * 64, 64) != cudaSuccess)
+            return cudaErrorNotSupported;
     cudaError_t e;
     if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
     if (a.mask && a.hf && !a.drop_thr) {
@@ -1024,6 +1085,11 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
         const dim3 pg((unsigned)((a.L + 127) / 128), (unsigned)a.H, (unsigned)a.B);
         if (bf) dattn_bwd_ws_planes_bf16<<<pg, 128, 0, stream>>>(*A);
         else dattn_bwd_ws_planes_f16<<<pg, 128, 0, stream>>>(*A);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (te) {
+        const dim3 eg((unsigned)((erows + 31) / 32), (unsigned)a.H, 4u);
+        dattn_bwd_ws_expand<<<eg, 256, 0, stream>>>(a, A->pexp, erows, M.eoff);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     typedef void (*kfn)(dattn_bwd_args, dattn_ws_maps);
@@ -1046,6 +1112,10 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     const dim3 kg((unsigned)A->tcg, (unsigned)a.H);
     for (int which = 0; which < 2; which++) {
         const kfn k = ks[which];
+        if (te) { /* (the row side, the column side: dq kernel pk, pq of sign 0; dkdv kernel pq, pk of sign 1) */
+            M.er = em[which ? 3 : 0];
+            M.ec = em[which ? 2 : 1];
+        }
         if ((e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, WS_SMEM)) != cudaSuccess) return e;
         k<<<kg, 384, WS_SMEM, stream>>>(*A, M);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;

@@ -27,6 +27,14 @@ enum { FWS_VAR_KC = 1, FWS_VAR_GR = 2, FWS_VAR_PS = 4, FWS_VAR_TE = 8 };
 static inline int dattn_fws_exp_rc(int R, int L) { return R < L + 64 ? R : L + 64; }
 static inline int dattn_fws_exp_rows(int R, int L) { return 2 * dattn_fws_exp_rc(R, L) + 384; }
 static inline int dattn_fws_exp_off(int R, int L) { return dattn_fws_exp_rc(R, L) + 192; }
+/* Whether a call of the ws forward with variant bits var takes TE: KC, GR and TE in var, not PS, both
+ * position terms (pos), padded, unmasked (fwd_ws_d64_sm90.cu's fws_pick; launch.cu's layout_ws sizes
+ * the expanded tables by the same test). */
+static inline int dattn_fws_te(int var, int packed, int masked, int pos)
+{
+    return (var & FWS_VAR_TE) && (var & FWS_VAR_KC) && (var & FWS_VAR_GR) && !(var & FWS_VAR_PS) && pos && !packed &&
+           !masked;
+}
 
 /* Everything a forward kernel reads. Strides are in elements. Row (b, token t, head h)
  * of q lives at q + b*q_sb + (tok0 + t)*q_sl + h*q_sh, where tok0 = cu[b] in the packed
@@ -171,6 +179,10 @@ typedef struct dattn_bwd_args {
                                  softmax's dv term, the same for every key); NULL otherwise */
     int64_t T;                /* packed: total tokens */
     float inv_scale;          /* 1 / scale */
+    uint16_t *pexp;           /* ws backward (DATTN_CUDA_BWD=wst) with position terms: the expanded
+                                 tables [2 signs][2 tables pk, pq][H][rows][64], row u of sign s the
+                                 table's row slot(+-(u - off)) (rows, off: dattn_fws_exp_rows / _off),
+                                 written by a prologue kernel; NULL: the rings filled row by row */
 } dattn_bwd_args;
 
 /* PK: the layout known at compile time (1 packed, 0 padded) */

@@ -604,8 +604,8 @@ FWS_KERNEL(f16, 0, 1, 0, 0, 1, 0, 0, _gr)
 FWS_KERNEL(bf16, 1, 1, 0, 0, 1, 0, 0, _gr)
 FWS_KERNEL(f16, 0, 1, 0, 1, 1, 0, 0, _kc_gr)
 FWS_KERNEL(bf16, 1, 1, 0, 1, 1, 0, 0, _kc_gr)
-/* (DATTN_CUDA_FWD=wskgt, to be measured: wskg with the ring blocks by TMA from the expanded
- * tables, FWS_VAR_TE in common.cuh) */
+/* (wskgt, the default's form on the padded unmasked calls with position terms: wskg with the ring
+ * blocks by TMA from the expanded tables, FWS_VAR_TE in common.cuh) */
 FWS_KERNEL_TE(f16, 0, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
 FWS_KERNEL_TE(bf16, 1, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
 
@@ -642,13 +642,13 @@ FWS_KERNEL(bf16, 1, 1, 0, 1, 0, 0, 1, _packed_kc)
 
 /* The variant bits a call takes of var: PS padded unmasked calls only (and then neither KC nor
  * GR), KC with position terms (padded or packed), GR with position terms, padded, unmasked, TE
- * with KC and GR (launch.cu's layout_ws sizes its expanded tables for the same calls). */
+ * with KC and GR (dattn_fws_te, common.cuh: launch.cu's layout_ws sizes its expanded tables by it). */
 static void fws_pick(const dattn_fwd_args *a, int var, int *ps, int *kc, int *gr, int *te)
 {
     *ps = !a->packed && (var & FWS_VAR_PS) && !a->mask;
     *kc = !*ps && (var & FWS_VAR_KC) && a->c2p;
     *gr = !a->packed && !*ps && (var & FWS_VAR_GR) && a->c2p && !a->mask;
-    *te = (var & FWS_VAR_TE) && *kc && *gr;
+    *te = dattn_fws_te(var, a->packed != 0, a->mask != nullptr, a->c2p != 0); /* (= TE && KC && GR) */
 }
 
 /* Whether the kernel dattn_launch_fwd_ws takes for (a, var) reads the kps planes as bf16 (hi,
@@ -713,8 +713,8 @@ extern "C" cudaError_t dattn_launch_fwd_ws(const dattn_fwd_args *a, int bf, int 
                                  {dattn_fwd_ws_f16_d64_pos1_ps, dattn_fwd_ws_bf16_d64_pos1_ps}};
     int withps, withkc, withgr, withte;
     fws_pick(a, var, &withps, &withkc, &withgr, &withte);
-    /* (TE: from the expanded tables in the workspace, which launch.cu sizes when DATTN_CUDA_FWD
-     * pins a TE form) */
+    /* (TE: from the expanded tables in the workspace, which launch.cu's layout_ws sizes for the
+     * calls that take TE under the default's or DATTN_CUDA_FWD's variant) */
     const int erows = withte ? dattn_fws_exp_rows(a->R, a->L) : 0, eoff = withte ? dattn_fws_exp_off(a->R, a->L) : 0;
     if (withte) {
         int erf = 0;

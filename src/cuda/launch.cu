@@ -7,7 +7,8 @@
  *       (every real config; not max_relative_positions - 1 < position_buckets / 2)
  *       -> on compute capability 9.0 with D = 64, the padded layout without a mask or
  *          dropout, c2p and p2c both or neither and L >= FWD_WS_MIN_L (384): the
- *          warp-specialized forward (fwd_ws_d64_sm90.cu) in its wskg form (FWD_WS_DEFAULT_VAR);
+ *          warp-specialized forward (fwd_ws_d64_sm90.cu) in its wskgt form (FWD_WS_DEFAULT_VAR;
+ *          wskg where a call cannot take TE);
  *       -> on compute capability 9.0 with D = 64 otherwise (DATTN_SM90_DEFAULT): the Hopper
  *          wgmma kernel, one-warpgroup instance (sm90w1g, sm90w1h at L <= 512; fwd_sm90.cuh,
  *          instances_sm90.def);
@@ -52,7 +53,10 @@
  *           k16 step of ones x the kps planes' (hi, lo) pairs, as sm90w1g; padded or packed);
  *   wsg     ws with a band tile's G of its window's second half kept (in registers) from the
  *           previous band tile (padded unmasked calls with position terms; others run ws);
- *   wskg    both (the default's form);
+ *   wskg    both;
+ *   wskgt   wskg with the band tiles' ring blocks by TMA from per-call expanded tables in the
+ *           workspace (a prologue kernel writes them; padded unmasked calls with position terms,
+ *           others run wskg): the default's form;
  *   wsp     ws on persistent CTAs (one per SM over the (row block, head, sequence) units: the
  *           producer stages the next unit while the consumers end theirs; unmasked calls, others
  *           run ws), to be measured.
@@ -124,7 +128,10 @@
  *           measured; bitwise the same results as tc3g; the same workspace and routing; a
  *           kernel whose tensors cannot be mapped runs tc3g's / tc3f's).
  * DATTN_CUDA_BWD=ws is the default by name; any of the names above (or tc2, simple) keeps the
- * ws kernels out. */
+ * ws kernels out. DATTN_CUDA_BWD=wst: the ws kernels with their band tiles' ring blocks copied by
+ * TMA from per-call expanded tables (a prologue kernel writes them into the workspace: 4 x H x
+ * (2 min(R, L + 64) + 384) rows of 64 16-bit values; calls with position terms, not masked
+ * calls with dropout; bitwise ws). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -333,6 +340,7 @@ typedef struct ws_layout {
 } ws_layout;
 
 static int fws_variant(const char *force);
+static int fws_call_var(const dattn_call *c, const char *force);
 
 #define WS_NONE ((size_t)-1)
 
@@ -361,10 +369,12 @@ static dattn_status layout_ws(const dattn_call *c, ws_layout *w)
                                     : (size_t)c->B * (size_t)c->H * 2 * (size_t)c->L) *
                          sizeof(float));
         }
-        /* the expanded tables of the ws forward's TE kernels (common.cuh), when DATTN_CUDA_FWD pins
-         * such a form (the calls it takes: padded, unmasked, both position terms, head_dim 64) */
-        const int wsv = fws_variant(getenv("DATTN_CUDA_FWD"));
-        if (wsv >= 0 && (wsv & FWS_VAR_TE) && c->c2p && c->D == 64 && !c->packed && !p->mask.data) {
+        /* the expanded tables of the ws forward's TE kernels (common.cuh) for a call that may take
+         * them: the ws path pinned by DATTN_CUDA_FWD or the default's choice (fws_call_var), a
+         * variant with TE for this call (dattn_fws_te). The device is not asked: a call the ws
+         * path does not run on (another GPU, unaligned rows) leaves the region unused. */
+        const int wsv = fws_call_var(c, getenv("DATTN_CUDA_FWD"));
+        if (wsv >= 0 && dattn_fws_te(wsv, c->packed != 0, p->mask.data != NULL, c->c2p != 0)) {
             w->pexp = off;
             off += al256((size_t)2 * (size_t)c->H * (size_t)dattn_fws_exp_rows(sc->R, (int)c->L) * 64 * sizeof(uint16_t));
         }
@@ -394,7 +404,7 @@ extern "C" size_t dattn_cuda_fwd_workspace(const dattn_call *c)
  *         bwd_ws_d64_sm90.cu) also size ppk / ppq when they may run
  * i.e. O(B*H*(5 L + 4 S D)) floats, nothing of size L^2. */
 typedef struct bws_layout {
-    size_t di, rsat, csat, ppk, ppq, tcr, hfv, total;
+    size_t di, rsat, csat, ppk, ppq, tcr, hfv, pexp, total;
 } bws_layout;
 
 /* Tensor-core backward CTAs per head: B*ceil(L/64) row blocks split into G contiguous
@@ -442,7 +452,7 @@ static int bwd_tc3_want(const dattn_call *c)
 static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
-    if (force && *force && strcmp(force, "ws") != 0) return 0;
+    if (force && *force && strcmp(force, "ws") != 0 && strcmp(force, "wst") != 0) return 0;
     if (c->p->dtype == DATTN_F32 || c->D != 64 || c->c2p != c->p2c || c->B < 1 || c->L < 1) return 0;
     if (c->c2p) {
         const slot_cache *sc;
@@ -489,7 +499,7 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
         }
     }
     size_t off = 0;
-    w->rsat = w->csat = w->ppk = w->ppq = w->tcr = w->hfv = WS_NONE;
+    w->rsat = w->csat = w->ppk = w->ppq = w->tcr = w->hfv = w->pexp = WS_NONE;
     w->di = off;
     off += al256(rows * sizeof(float));
     if (tcp) {
@@ -515,6 +525,14 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
     if (c->p2c) {
         w->ppq = off;
         off += al256(part * sizeof(float));
+    }
+    /* the ws backward's expanded tables (DATTN_CUDA_BWD=wst, dattn_bwd_args.pexp) */
+    const char *force = getenv("DATTN_CUDA_BWD");
+    const slot_cache *sc;
+    if (force && !strcmp(force, "wst") && c->c2p && !(c->p->mask.data && !c->packed && c->drop_threshold) &&
+        bwd_ws_call(c) && get_slots(c, &sc) == DATTN_OK) { /* (not the mask + dropout kernels') */
+        w->pexp = off;
+        off += al256((size_t)4 * (size_t)c->H * (size_t)dattn_fws_exp_rows(sc->R, (int)c->L) * 64 * sizeof(uint16_t));
     }
     w->total = off;
 }
@@ -625,13 +643,16 @@ static fwd_launcher pick_tc(int D, int bf, int big, int *bm, int *smem)
 #ifndef FWD_WS_PACKED_DEFAULT
 #define FWD_WS_PACKED_DEFAULT 0
 #endif
-/* The ws form the default takes there (FWS_VAR_* bits, common.cuh): wskg (KC | GR), the fastest
- * of ws / wsk / wsg / wskg / wsp at every shape of gpu-2026-12-02-wsfix/call1 above L 512 (B8
- * L2048: 0.669 ms against ws 0.715, wsg 0.680, wsk 0.703, wsp 0.737). A call a bit cannot take
+/* The ws form the default takes there (FWS_VAR_* bits, common.cuh): wskgt (KC | GR | TE). wskg
+ * (KC | GR) was the fastest of ws / wsk / wsg / wskg / wsp at every shape of
+ * gpu-2026-12-02-wsfix/call1 above L 512 (B8 L2048: 0.669 ms against ws 0.715, wsg 0.680, wsk
+ * 0.703, wsp 0.737); TE took 11 / 4.7 / 1.2 % off it (ncu, the expand prologue counted: 359 ->
+ * 320 / 801 -> 763 / 1957 -> 1934 us at B32 L512 / B8 L2048 / B2 L8192, fp16 H12 D64 S256,
+ * bench/results/gpu-2026-12-04-wskgt/call1), out and lse bitwise wskg's. A call a bit cannot take
  * runs without it (fws_pick). These four switches can be set at build time (NVCCFLAGS, e.g.
  * -DFWD_WS_MIN_L=1024 -DFWD_WS_DEFAULT_VAR=0) for same-run A/B builds. */
 #ifndef FWD_WS_DEFAULT_VAR
-#define FWD_WS_DEFAULT_VAR (FWS_VAR_KC | FWS_VAR_GR)
+#define FWD_WS_DEFAULT_VAR (FWS_VAR_KC | FWS_VAR_GR | FWS_VAR_TE)
 #endif
 
 /* Key-tile width of the wgmma kernel when DATTN_CUDA_FWD does not name one. */
@@ -789,6 +810,20 @@ static int fws_variant(const char *force)
     return -1;
 }
 
+/* The ws forward's variant bits for call c under DATTN_CUDA_FWD = force: the pinned form's, or
+ * FWD_WS_DEFAULT_VAR where the default takes the ws path by its rule (D 64, no dropout, L >=
+ * FWD_WS_MIN_L, a mask / packed layout only where their switches say), else -1. (The device,
+ * dtype and the tensors' alignment and maps are checked by the caller and the dry launch.) */
+static int fws_call_var(const dattn_call *c, const char *force)
+{
+    const dattn_params *p = c->p;
+    if (force) return fws_variant(force);
+    if (c->D != 64 || c->drop_threshold || c->L < FWD_WS_MIN_L) return -1;
+    if (!FWD_WS_MASK_DEFAULT && p->mask.data) return -1;
+    if (!FWD_WS_PACKED_DEFAULT && c->packed) return -1;
+    return FWD_WS_DEFAULT_VAR;
+}
+
 static dattn_status fwd_on_device(const dattn_call *c, int dev)
 {
     const dattn_params *p = c->p;
@@ -858,11 +893,9 @@ static dattn_status fwd_on_device(const dattn_call *c, int dev)
                                di.major, di.minor);
     /* the warp-specialized forward: pinned, or the default's choice from FWD_WS_MIN_L on (the
      * dry call checks the call and the tensors' maps; the kps planes come below) */
-    const int wsv = fws_variant(force), ws_pin = wsv >= 0, wvar = ws_pin ? wsv : FWD_WS_DEFAULT_VAR;
+    const int ws_pin = fws_variant(force) >= 0, wvar = fws_call_var(c, force);
     int wsf = 0;
-    if (tc && di.major == 9 && di.minor == 0 && c->D == 64 &&
-        (ws_pin || (!force && c->L >= FWD_WS_MIN_L && (FWD_WS_MASK_DEFAULT || !p->mask.data) &&
-                    (FWD_WS_PACKED_DEFAULT || !c->packed))))
+    if (tc && di.major == 9 && di.minor == 0 && c->D == 64 && wvar >= 0)
         wsf = dattn_launch_fwd_ws(&a, p->dtype == DATTN_BF16, wvar, c->T, di.sms, 1, NULL) == cudaSuccess;
     if (ws_pin && !wsf)
         return dattn_set_error(DATTN_UNSUPPORTED,
@@ -1018,6 +1051,7 @@ static dattn_status bwd_on_device(const dattn_call *c, int dev)
     A.ppq = wl.ppq != WS_NONE ? (float *)(ws + wl.ppq) : NULL;
     A.tcr = wl.tcr != WS_NONE ? (int32_t *)(ws + wl.tcr) : NULL;
     A.hfv = wl.hfv != WS_NONE ? (float *)(ws + wl.hfv) : NULL;
+    A.pexp = wl.pexp != WS_NONE ? (uint16_t *)(ws + wl.pexp) : NULL;
     int tc3 = bwd_tc3_want(c); /* (the layout above reserved its partials) */
     A.sgb = c->B == 0 ? 0 : (int32_t)bwd_simple_groups(c);
     const int dt = p->dtype == DATTN_F32 ? 0 : p->dtype == DATTN_F16 ? 1 : 2;
