@@ -50,7 +50,7 @@ dattn_dtype (in every phase, the grad check's DDP and single runs and training, 
 dattn.ops.attention forward and each dattn backward saw q in the expected dtype: fp32 /
 bf16 / fp16), and on CUDA with autocast where the routing applies (sm_90, D in {64, 128},
 S <= 256, S % 8 == 0; with dropout D = 64) fast_bwd: a profiled DDP training step on rank
-0 ran the tensor-core backward kernels of that dtype (dattn_bwd_{tc3*,sm80}_<dt>_*)
+0 ran the tensor-core backward kernels of that dtype (dattn_bwd_{ws,tc3*,sm80}_<dt>_*)
 and none of the simple backward's (dattn_bwd_dq_* / dattn_bwd_dkdv_*).
 
 NCCL's NVLink multicast is kept off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
@@ -95,9 +95,10 @@ import finetune_e2e as fe  # noqa: E402  (model config and synthetic task)
 AMP = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 # default --tol per --autocast mode (module docstring: why, and what was measured)
 TOL = {"none": 1e-5, "bf16": 5e-2, "fp16": 1e-2}
-# the tensor-core backward's kernels (src/cuda/bwd_sm80_inst.cuh) and the simple one's
-# per-row kernels (src/cuda/bwd_simple.cu); dtype suffixes f16 / bf16
-TC_BWD = re.compile(r"^dattn_bwd_(tc3[a-z]?|sm80)_(f16|bf16)_d(\d+)_kv[01]$")
+# the tensor-core backward's kernels (src/cuda/bwd_sm80_inst.cuh; the warp-specialized ones of
+# src/cuda/bwd_ws_d64_sm90.cu, the sm_90 default at D 64, with their _mask / _drop / _packed
+# suffixes) and the simple one's per-row kernels (src/cuda/bwd_simple.cu); dtype suffixes f16 / bf16
+TC_BWD = re.compile(r"^dattn_bwd_(tc3[a-z]?|sm80|ws)_(f16|bf16)_d(\d+)_kv[01](_mask|_drop|_packed)*$")
 SIMPLE_BWD = re.compile(r"^dattn_bwd_(dq|dkdv)_(f32|f16|bf16)$")
 
 

@@ -56,7 +56,8 @@ log() { echo "$*" | tee -a "$LOG"; }
 # sm_90, where tc3g / ws take D 64); the kernels on the GPU time-slice between processes, so their
 # sweep (~145 s) and sanitizer runs (~160 s) side by side still cost that device time, and the
 # runner fits one device call without them. The other names are opt-in A/B variants (tc2 tc3 tc3b
-# tc3p tc3s tc3k tc3c tc3d tc3e tc3t). GPU_CHECK_SAN_FWD_PATHS likewise for the forward's
+# tc3p tc3s tc3k tc3c tc3d tc3e tc3t; wsr: the ws kernels with the rings filled row by row, the
+# form before the expanded tables, every backward again on ws and bitwise equal). GPU_CHECK_SAN_FWD_PATHS likewise for the forward's
 # per-path sanitizer runs (default sm90w1g: the L > 512 instance of the default; the default-path
 # runs take sm90w1h at their small L).
 BWD_PATHS=${GPU_CHECK_BWD_PATHS:-tc3g}
@@ -205,7 +206,7 @@ done
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_bwd ]; then
   for pth in $BWD_PATHS; do
     case $pth in
-      tc3|tc3p) same=tc3b ;; tc3c) same=tc3d ;; tc3d) same=tc3e ;; tc3e|tc3g) same=tc3f ;; tc3t) same=tc3g ;; *) same= ;;
+      tc3|tc3p) same=tc3b ;; tc3c) same=tc3d ;; tc3d) same=tc3e ;; tc3e|tc3g) same=tc3f ;; tc3t) same=tc3g ;; wsr) same=ws ;; *) same= ;;
     esac
     lim=300; [ "$pth" = tc2 ] && lim=240
     set -- --path "$pth"; [ -n "$same" ] && set -- "$@" --same-as "$same"
@@ -231,9 +232,10 @@ fi
 #     default's two instances pinned at every L (the default takes sm90w1h at L <= 512, sm90w1g
 #     above): sm90w1g, and sm90w1h bitwise against it (--same-as sm90w1g).
 #     GPU_CHECK_PATHS sets the list (default: sm80 sm90w1g sm90w1h wskg, the other GPUs' path,
-#     the default's two wgmma instances and the warp-specialized forward in the wskg form the
-#     default takes above L 512: its own sweep, then every case it can run pinned to it, masked
-#     and packed ones included, which the default does not route there yet; the plain ws pin and
+#     the default's two wgmma instances and the warp-specialized forward in the wskg form: its own
+#     sweep, then every case it can run pinned to it, masked and packed ones included, which the
+#     default does not route there yet; the default's wskgt form (wskg with the ring blocks by
+#     TMA, on padded unmasked calls from L 384) runs in the default sweep; the plain ws pin and
 #     the other ws variants are swept by scripts/gpu_fwd_paths.sh: with ws here too the nine
 #     sweeps side by side slowed test_cuda_bwd past its limit, gpu-2026-12-03-wskg/call1).
 if [ $TRAIN -eq 0 ] && [ -x build/tests/test_cuda_fwd ]; then

@@ -115,7 +115,7 @@ static int remap(tprob *P, devctx *x, void **ptr)
 static int ws_path(const tprob *P, const dattn_params *p, const char *bf)
 {
     int major = 0;
-    if ((bf && strcmp(bf, "ws") != 0 && strcmp(bf, "wst") != 0) || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
+    if ((bf && strcmp(bf, "ws") != 0 && strcmp(bf, "wst") != 0 && strcmp(bf, "wsr") != 0) || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) != cudaSuccess ||
         major != 9)
         return 0;
     const int pa = P->c.pos_att & (DATTN_POS_C2P | DATTN_POS_P2C);
@@ -780,7 +780,8 @@ static void kernel_masks(int32_t dtype, int layout, const char *force, int nomas
  * reserves the hfv vector, B H D floats, which no case here has): H * G' * (2 NK 64 64 + 8 2 64) floats, G'
  * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), ceil(L / 64) + 1)
  * with R = min(512, L) (v3's table saturates at 512; the library's map stops at L). ws 2: the
- * same with DATTN_CUDA_BWD=wst's expanded tables last. */
+ * same with the ws kernels' expanded tables last (a call with position terms and not both a mask
+ * and dropout; DATTN_CUDA_BWD=wsr goes without them). */
 static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
 {
     size_t rows = (size_t)(c->B * c->H * c->L), grp = (size_t)(c->B * ((c->L + 63) / 64));
@@ -799,7 +800,7 @@ static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
     }
 #define AL(x) (((x) + 255) / 256 * 256)
     size_t te = 0;
-    if (ws == 2) { /* (DATTN_CUDA_BWD=wst: the expanded tables) */
+    if (ws == 2) { /* (the expanded tables: 4 H (2 min(R, L + 64) + 384) rows of 128 bytes) */
         const size_t R = c->L < 512 ? (size_t)c->L : 512, rc = R < (size_t)c->L + 64 ? R : (size_t)c->L + 64;
         te = AL((size_t)4 * (size_t)c->H * (2 * rc + 384) * 128);
     }
@@ -840,23 +841,21 @@ static void api_checks(void)
         static const struct {
             const char *env;
             int gcap, ws;
-        } wq[] = {{NULL, 264, 1}, {"ws", 264, 1}, {"wst", 264, 2}, {"tc3", 264, 0}, {"tc3b", 264, 0}, {"tc3p", 264, 0}, {"tc3k", 264, 0}, {"tc3s", 264, 0}, {"tc3c", 264, 0}, {"tc3d", 264, 0}, {"tc3e", 264, 0}, {"tc3f", 264, 0}, {"tc3g", 264, 0}, {"tc3t", 264, 0}, {"tc2", 132, 0}, {"simple", 132, 0}};
+        } wq[] = {{NULL, 264, 2}, {"ws", 264, 2}, {"wst", 264, 2}, {"wsr", 264, 1}, {"tc3", 264, 0}, {"tc3b", 264, 0}, {"tc3p", 264, 0}, {"tc3k", 264, 0}, {"tc3s", 264, 0}, {"tc3c", 264, 0}, {"tc3d", 264, 0}, {"tc3e", 264, 0}, {"tc3f", 264, 0}, {"tc3g", 264, 0}, {"tc3t", 264, 0}, {"tc2", 132, 0}, {"simple", 132, 0}};
         for (size_t k = 0; k < sizeof wq / sizeof wq[0]; k++) {
             size_t w = 0;
             if (wq[k].env) setenv("DATTN_CUDA_BWD", wq[k].env, 1);
             dattn_status st = dattn_bwd_workspace_size(&p2, &w);
             if (wq[k].env) unsetenv("DATTN_CUDA_BWD");
             const size_t ex = bwd_ws_expect(&c2, wq[k].gcap, wq[k].ws);
-            /* (wst: the expanded tables after the partials, 4 H (2 min(R, L + 64) + 384) rows of 128
-             * bytes, R = min(512, L)) */
             tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, DATTN_CUDA_BWD=%s): %s, %zu bytes, expected %zu",
                      wq[k].env ? wq[k].env : "(unset)", dattn_status_string(st), w, ex);
         }
-        /* with dropout and no mask: the ws kernels still (their partials) */
+        /* with dropout and no mask: the ws kernels still (their partials, the expanded tables) */
         p2.dropout_p = 0.1f;
         size_t w = 0;
         dattn_status st = dattn_bwd_workspace_size(&p2, &w);
-        const size_t ex = bwd_ws_expect(&c2, 264, 1);
+        const size_t ex = bwd_ws_expect(&c2, 264, 2);
         tu_check(st == DATTN_OK && w == ex, "bwd workspace (H 48, dropout 0.1): %s, %zu bytes, expected %zu",
                  dattn_status_string(st), w, ex);
         tprob_free(&P2);

@@ -1024,7 +1024,7 @@ extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R)
 
 extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
 
-/* The expanded tables (DATTN_CUDA_BWD=wst, dattn_bwd_args.pexp): e[z][h][u][0..63], z = 2 sg + t, =
+/* The expanded tables (dattn_bwd_args.pexp; DATTN_CUDA_BWD=wsr goes without): e[z][h][u][0..63], z = 2 sg + t, =
  * (t ? pq : pk)[h][slot(sg ? off - u : u - off)], u < rows (sign 0 the dq kernel's rings, r = x,
  * sign 1 the dkdv kernel's, r = -x); grid (ceil(rows / 32), H, 4), 256 threads, one 16-byte chunk
  * each */

@@ -179,7 +179,7 @@ typedef struct dattn_bwd_args {
                                  softmax's dv term, the same for every key); NULL otherwise */
     int64_t T;                /* packed: total tokens */
     float inv_scale;          /* 1 / scale */
-    uint16_t *pexp;           /* ws backward (DATTN_CUDA_BWD=wst) with position terms: the expanded
+    uint16_t *pexp;           /* ws backward with position terms (not DATTN_CUDA_BWD=wsr): the expanded
                                  tables [2 signs][2 tables pk, pq][H][rows][64], row u of sign s the
                                  table's row slot(+-(u - off)) (rows, off: dattn_fws_exp_rows / _off),
                                  written by a prologue kernel; NULL: the rings filled row by row */

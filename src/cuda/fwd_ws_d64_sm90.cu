@@ -300,7 +300,7 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     if (tid == 0) {
         mbar_init(qbar, 1);
         for (int s = 0; s < FWS_NST; s++) {
-            mbar_init(full0 + 8 * s, POS ? 128 : MSK ? 32 : 1);
+            mbar_init(full0 + 8 * s, POS && !TE ? 128 : POS || MSK ? 32 : 1);
             mbar_init(empty0 + 8 * s, 256);
         }
         if (PS) mbar_init(qempty, 256);
@@ -320,7 +320,10 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
     constexpr int FWS_RPI = KC ? 4 : 2;
     if (wg == 0) {
         setmaxnreg_dec<NREG_P>();
-        if (!POS && warp != 0) return; /* (without position terms warp 0 alone: lane 0 the copies, with a mask its 32 lanes the biases) */
+        /* (without position terms warp 0 alone: lane 0 the copies, with a mask its 32 lanes the
+         * biases; TE: warp 0 too, the ring blocks coming by TMA; idle warps polling the barriers
+         * would take issue slots from the consumers) */
+        if ((!POS || TE) && warp != 0) return;
         const int one = warp == 0 && lane == 0;
         int rb = 0;
         for (;;) {
@@ -353,8 +356,8 @@ DATTN_DEV void fws_body(const dattn_fwd_args &a, const dattn_fws_maps &M)
                      * = key, k 16 s (+ 1): lane l keys 2 l, 2 l + 1 (0 past L) */
                     if (t == 0) {
                         const uint4 zero = {0u, 0u, 0u, 0u};
-                        for (int i = tid; i < 512; i += 128) *(uint4 *)(smem + FWS_KC + 16 * i) = zero;
-                        bar_sync_named(3, 128); /* (the producer's threads: the zeros before warp 0's pairs) */
+                        for (int i = tid; i < 512; i += TE ? 32 : 128) *(uint4 *)(smem + FWS_KC + 16 * i) = zero;
+                        bar_sync_named(3, TE ? 32 : 128); /* (the producer's threads: the zeros before warp 0's pairs) */
                     }
                     const int n0 = 64 * j, pos = m0 + 64 - (n0 + 63) >= R, neg = m0 + 63 - n0 <= -R;
                     if (warp == 0 && kp && (pos || neg))

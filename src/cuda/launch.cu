@@ -128,10 +128,13 @@
  *           measured; bitwise the same results as tc3g; the same workspace and routing; a
  *           kernel whose tensors cannot be mapped runs tc3g's / tc3f's).
  * DATTN_CUDA_BWD=ws is the default by name; any of the names above (or tc2, simple) keeps the
- * ws kernels out. DATTN_CUDA_BWD=wst: the ws kernels with their band tiles' ring blocks copied by
- * TMA from per-call expanded tables (a prologue kernel writes them into the workspace: 4 x H x
- * (2 min(R, L + 64) + 384) rows of 64 16-bit values; calls with position terms, not masked
- * calls with dropout; bitwise ws). */
+ * ws kernels out. The ws kernels copy their band tiles' ring blocks by TMA from per-call expanded
+ * tables (a prologue kernel writes them into the workspace: 4 x H x (2 min(R, L + 64) + 384) rows
+ * of 64 16-bit values; calls with position terms, not masked calls with dropout): 0.88 / 0.94 /
+ * 0.98x the backward's ncu time at B32 L512 / B8 L2048 / B2 L8192, the same bits
+ * (bench/results/gpu-2026-12-04-wskgt/call2/a2, as DATTN_CUDA_BWD=wst, the name it keeps);
+ * DATTN_CUDA_BWD=wsr pins the previous form, the rings filled row by row by the producer's
+ * threads (no expanded tables in the workspace). */
 #include <cuda_runtime.h>
 
 #include <math.h>
@@ -452,7 +455,7 @@ static int bwd_tc3_want(const dattn_call *c)
 static int bwd_ws_call(const dattn_call *c)
 {
     const char *force = getenv("DATTN_CUDA_BWD");
-    if (force && *force && strcmp(force, "ws") != 0 && strcmp(force, "wst") != 0) return 0;
+    if (force && *force && strcmp(force, "ws") != 0 && strcmp(force, "wst") != 0 && strcmp(force, "wsr") != 0) return 0;
     if (c->p->dtype == DATTN_F32 || c->D != 64 || c->c2p != c->p2c || c->B < 1 || c->L < 1) return 0;
     if (c->c2p) {
         const slot_cache *sc;
@@ -526,11 +529,12 @@ static void layout_bws(const dattn_call *c, bws_layout *w)
         w->ppq = off;
         off += al256(part * sizeof(float));
     }
-    /* the ws backward's expanded tables (DATTN_CUDA_BWD=wst, dattn_bwd_args.pexp) */
+    /* the ws backward's expanded tables (dattn_bwd_args.pexp: its rings by TMA; not in the mask +
+     * dropout kernels, nor with DATTN_CUDA_BWD=wsr, the rings filled row by row) */
     const char *force = getenv("DATTN_CUDA_BWD");
     const slot_cache *sc;
-    if (force && !strcmp(force, "wst") && c->c2p && !(c->p->mask.data && !c->packed && c->drop_threshold) &&
-        bwd_ws_call(c) && get_slots(c, &sc) == DATTN_OK) { /* (not the mask + dropout kernels') */
+    if (!(force && !strcmp(force, "wsr")) && c->c2p && !(c->p->mask.data && !c->packed && c->drop_threshold) &&
+        bwd_ws_call(c) && get_slots(c, &sc) == DATTN_OK) {
         w->pexp = off;
         off += al256((size_t)4 * (size_t)c->H * (size_t)dattn_fws_exp_rows(sc->R, (int)c->L) * 64 * sizeof(uint16_t));
     }
