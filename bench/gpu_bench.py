@@ -616,7 +616,7 @@ def main():
         torch=torch.__version__, cuda=torch.version.cuda, python=platform.python_version(),
         dattn=lib.dattn_build_info().decode(), op=[])
     res["dattn_default_path"] = (os.environ.get("DATTN_CUDA_FWD") or
-                                 ("sm90w1g (wgmma, one warpgroup, 2 CTAs/SM, lean loop, pipelined band products, saturated constants through the score product; sm90w1h, the same bits, at L <= 512) at D=64; ws (warp-specialized, its wskg form) at L >= 384 for padded calls without a mask or dropout" if torch.cuda.get_device_capability(0) == (9, 0)
+                                 ("sm90w1g (wgmma, one warpgroup, 2 CTAs/SM, lean loop, pipelined band products, saturated constants through the score product; sm90w1h, the same bits, at L <= 512) at D=64; ws (warp-specialized, its wskgt form: wskg with the ring blocks by TMA from expanded tables) at L >= 384 for padded calls without a mask or dropout" if torch.cuda.get_device_capability(0) == (9, 0)
                                   else "sm80 (mma.sync)"))
     try:
         res["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
