@@ -39,7 +39,8 @@ runc ctest make -j"$JOBS" test
 # for (DATTN_EMU_TMA_LATE), and the library's warp-specialized forward (fwd_ws_d64_sm90.cu, every
 # variant pinned) through test_cuda_fwd --quick against the float64 reference (~5 s each; wsp also
 # on one emulated SM with late copies: every unit on one persistent CTA; wskgt with late copies:
-# its ring blocks arrive by TMA). The full emulated
+# its ring blocks arrive by TMA), and test_cuda_fwd --quick on the library's choice (~60 s: every
+# forward path once, the default's wskgt form with its expanded tables among them). The full emulated
 # sweeps (test_cuda_bwd --quick alone takes ~4.5 min here) stay a manual step (tests/emu/README.md).
 run emu-build sh tests/emu/build.sh "$log/emu"
 for pth in ws wsk wsg wskg wskgt wsp; do
@@ -47,6 +48,7 @@ for pth in ws wsk wsg wskg wskgt wsp; do
 done
 runc emu-test_cuda_fwd-wskgt-late env DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wskgt --quick
 runc emu-test_cuda_fwd-wsp-1sm-late env DATTN_EMU_SMS=1 DATTN_EMU_TMA_LATE=1 "$log"/emu/test_cuda_fwd --path wsp --quick
+runc emu-test_cuda_fwd-default "$log"/emu/test_cuda_fwd --quick
 for p in "$log"/emu/proto_*; do
   [ -x "$p" ] || continue
   for late in 0 1; do
