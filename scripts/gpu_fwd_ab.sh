@@ -35,18 +35,17 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
 S=$O/summary.txt
 : >"$S"
 t0=$(date +%s)
-n=0 seen=""
-for side in "$@"; do
-  dir=${side#*=} dir=${dir%%@*}
-  case " $seen " in *" $dir "*) ;; *) seen="$seen $dir" n=$((n + 1)) ;; esac
-done
-j=$((16 / n))
-[ $j -ge 2 ] || j=2
-dirs=""
+# the trees to build, each once (the first side naming it gives the log's tag)
+builds="" dirs="" n=0
 for side in "$@"; do
   tag=${side%%=*} dir=${side#*=} dir=${dir%%@*}
   case " $dirs " in *" $dir "*) continue ;; esac
-  dirs="$dirs $dir"
+  dirs="$dirs $dir" builds="$builds $tag=$dir" n=$((n + 1))
+done
+j=$((16 / n))
+[ $j -ge 2 ] || j=2
+for b in $builds; do
+  tag=${b%%=*} dir=${b#*=}
   extra=""
   [ "$dir" = . ] && [ -n "$TESTS" ] && extra=tests-build
   (make -C "$dir" -j$j CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib $extra >"$O/build_$tag.log" 2>&1

@@ -1026,18 +1026,12 @@ extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, c
 
 /* The expanded tables (dattn_bwd_args.pexp; DATTN_CUDA_BWD=wsr goes without): e[z][h][u][0..63], z = 2 sg + t, =
  * (t ? pq : pk)[h][slot(sg ? off - u : u - off)], u < rows (sign 0 the dq kernel's rings, r = x,
- * sign 1 the dkdv kernel's, r = -x); grid (ceil(rows / 32), H, 4), 256 threads, one 16-byte chunk
- * each */
+ * sign 1 the dkdv kernel's, r = -x); grid (ceil(rows / 32), H, 4), 256 threads (ws_expand_chunk,
+ * ws_band.cuh) */
 extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_expand(const __grid_constant__ dattn_fwd_args a,
                                                                       uint16_t *e, int rows, int off)
 {
-    const int u = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), ch = threadIdx.x & 7, h = blockIdx.y;
-    const int z = blockIdx.z, t = z & 1;
-    if (u >= rows) return;
-    const int sl = dev_slot(a, a.tab, z >> 1 ? off - u : u - off);
-    const uint16_t *src = (const uint16_t *)(t ? a.pq : a.pk) + (int64_t)h * (t ? a.pq_sh : a.pk_sh) +
-                          (int64_t)sl * (t ? a.pq_ss : a.pk_ss) + 8 * ch;
-    *(uint4 *)(e + (((int64_t)z * a.H + h) * rows + u) * 64 + 8 * ch) = *(const uint4 *)src;
+    ws_expand_chunk<1>(a, e, rows, off);
 }
 
 /* The whole backward on this path (A->tcg = G groups per head; A->di, rsat, csat, ppk, ppq in the

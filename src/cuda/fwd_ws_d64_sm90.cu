@@ -613,16 +613,11 @@ FWS_KERNEL_TE(f16, 0, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
 FWS_KERNEL_TE(bf16, 1, 1, 0, 1, 1, 0, 0, 1, _kc_gr_te)
 
 /* The expanded tables (FWS_VAR_TE): e[t][h][u][0..63] = (t ? pq : pk)[h][slot(u - off)], u < rows;
- * grid (ceil(rows / 32), H, 2), 256 threads, one 16-byte chunk each */
+ * grid (ceil(rows / 32), H, 2), 256 threads (ws_expand_chunk, ws_band.cuh) */
 extern "C" __global__ void __launch_bounds__(256) dattn_fwd_ws_expand(const __grid_constant__ dattn_fwd_args a,
                                                                       uint16_t *e, int rows, int off)
 {
-    const int u = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), ch = threadIdx.x & 7, h = blockIdx.y, t = blockIdx.z;
-    if (u >= rows) return;
-    const int sl = dev_slot(a, a.tab, u - off);
-    const uint16_t *src = (const uint16_t *)(t ? a.pq : a.pk) + (int64_t)h * (t ? a.pq_sh : a.pk_sh) +
-                          (int64_t)sl * (t ? a.pq_ss : a.pk_ss) + 8 * ch;
-    *(uint4 *)(e + (((int64_t)t * a.H + h) * rows + u) * 64 + 8 * ch) = *(const uint4 *)src;
+    ws_expand_chunk<0>(a, e, rows, off);
 }
 /* (DATTN_CUDA_FWD=wsp, to be measured: persistent CTAs, one per SM, over the units; the
  * producer stages the next unit's Q, first K / V tiles and ring blocks while the consumers end

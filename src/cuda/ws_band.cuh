@@ -4,10 +4,12 @@
  * tile's relative positions r = row - column staged in shared memory as ring blocks of 64
  * table rows (u = row - column + 63 in 0..126 spans two blocks: u 0..63, 64..127). The window
  * products G = rows . ring (the row side's table) and H = columns . ring (the column side's)
- * are gathered into the tile's layout through a shared fp32 tile D (pitch WS_DP floats). */
+ * are gathered into the tile's layout through a shared fp32 tile D (pitch WS_DP floats). The
+ * ring blocks may come by TMA from per-call expanded tables (ws_expand_chunk writes them). */
 #ifndef DATTN_CUDA_WS_BAND_CUH
 #define DATTN_CUDA_WS_BAND_CUH
 
+#include "common.cuh"
 #include "sm90.cuh"
 
 enum { WS_DP = 72 /* D's pitch in floats: the gathers' stores 2-way, its 64-bit reads conflict-free */ };
@@ -101,6 +103,22 @@ DATTN_DEV void ws_add_d(float (&sa)[8][4], const float *dg, int rl0, int c)
             sa[nb][2 * i] += v.x;
             sa[nb][2 * i + 1] += v.y;
         }
+}
+
+/* One 16-byte chunk of a ws kernel's per-call expanded tables (the forward's TE, the backward's
+ * rings): e[z][h][u][8 ch .. 8 ch + 7] = (z & 1 ? pq : pk)[h][slot(r)], r = u - off, or off - u for
+ * z >= 2 when NEG (the backward's second sign); u < rows. Grid (ceil(rows / 32), H, 2 or 4 tables),
+ * 256 threads: thread x takes row 32 blockIdx.x + x / 8, chunk x % 8. */
+template <int NEG>
+DATTN_DEV void ws_expand_chunk(const dattn_fwd_args &a, uint16_t *e, int rows, int off)
+{
+    const int u = (int)blockIdx.x * 32 + (int)(threadIdx.x >> 3), ch = threadIdx.x & 7, h = blockIdx.y;
+    const int z = blockIdx.z, t = z & 1;
+    if (u >= rows) return;
+    const int sl = dev_slot(a, a.tab, NEG && z >> 1 ? off - u : u - off);
+    const uint16_t *src = (const uint16_t *)(t ? a.pq : a.pk) + (int64_t)h * (t ? a.pq_sh : a.pk_sh) +
+                          (int64_t)sl * (t ? a.pq_ss : a.pk_ss) + 8 * ch;
+    *(uint4 *)(e + (((int64_t)z * a.H + h) * rows + u) * 64 + 8 * ch) = *(const uint4 *)src;
 }
 
 /* Whether any pair of rows [m0, m0 + rows) x columns [n0, n0 + 64) lies in the band |r| < R
