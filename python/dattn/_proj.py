@@ -143,11 +143,30 @@ def _forward(plan, c, h2, rel_c, params):
     return hc, wcat, outs
 
 
+def _side_by_side(gs, rows, o) -> bool:
+    """Whether gs (each [rows, o]) already lie side by side in one buffer as the column
+    blocks of a dense [rows, len(gs) * o] matrix: what the eager attention backward writes
+    for this node's outputs (ops._fused_qkv / _fused_pos)."""
+    n, g0 = len(gs), gs[0]
+    if rows < 2 or o < 2:
+        return False
+    p0, es, st = g0.data_ptr(), g0.element_size(), (n * o, 1)
+    base = g0.untyped_storage().data_ptr()
+    for j, g in enumerate(gs):
+        if (g.dtype != g0.dtype or g.shape != (rows, o) or g.stride() != st
+                or g.data_ptr() != p0 + j * o * es or g.untyped_storage().data_ptr() != base):
+            return False
+    return True
+
+
 def _cat_cols(gs, rows, o, like):
-    """[rows, len(gs) * o]: the gradients side by side (one launch; a missing one 0)."""
+    """[rows, len(gs) * o]: the gradients side by side (one launch; a missing one 0;
+    none when they already are)."""
     gs = [g if g is not None else like.new_zeros(rows, o) for g in gs]
     if len(gs) == 1:
         return gs[0]
+    if _side_by_side(gs, rows, o):
+        return gs[0].as_strided((rows, len(gs) * o), (len(gs) * o, 1))
     return torch.stack(gs, dim=1).view(rows, len(gs) * o)
 
 

@@ -341,13 +341,46 @@ def _grad_like(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_like(t)  # preserve_format: t's strides if dense, else contiguous
 
 
-def _bwd_outputs(q, k, v, pk, pq, absent_as_none=False):
+def _fused_qkv(q, k, v) -> bool:
+    """Whether the eager backward writes dq, dk, dv side by side, as the slices [..., j, :, :]
+    of one [..., 3, H, D] buffer, instead of three contiguous tensors: when all three are
+    non-leaf tensors (a leaf's gradient gets its own layout: AccumulateGrad would copy a
+    strided one). Then a producer that wants [dq | dk | dv] as one [N, 3 H D] matrix (the
+    fused projection of _proj.py: its weight gradients are one GEMM over it) reads it in
+    place instead of stacking the three (one launch, 2 * 3 |q| bytes, per layer), and the
+    backward makes one allocation instead of three. Any other producer sees strided rows
+    (row stride 3 H D, each row dense), which views, GEMMs and elementwise ops take as
+    they are."""
+    return q.grad_fn is not None and k.grad_fn is not None and v.grad_fn is not None
+
+
+def _fused_pos(pk, pq) -> bool:
+    """Likewise for dpq, dpk (query side first: _proj.py's order) as the slices [:, j] of
+    one [2S, 2, H, D] buffer, transposed to [H, 2S, D]: when pk and pq are both non-leaf
+    transposed views [2S, H, D] -> [H, 2S, D] of dense [2S, H D] projections (hf.py's
+    layout, whose gradient _grad_like gives the same strides)."""
+    if pk is None or pq is None or pk.grad_fn is None or pq.grad_fn is None:
+        return False
+    H, S2, D = pk.shape
+    return pq.shape == pk.shape and pk.stride() == (D, H * D, 1) == pq.stride()
+
+
+def _bwd_outputs(q, k, v, pk, pq, absent_as_none=False, fused=(False, False)):
     """dq, dk, dv (contiguous), dpk, dpq. The op's schema returns five tensors: an absent
     table's gradient is an empty tensor there; absent_as_none (eager autograd path, whose
-    backward returns None for it) skips that allocation."""
-    dq = torch.empty_like(q, memory_format=_CONTIG)
-    dk = torch.empty_like(k, memory_format=_CONTIG)
-    dv = torch.empty_like(v, memory_format=_CONTIG)
+    backward returns None for it) skips that allocation. fused: (_fused_qkv, _fused_pos)
+    of the forward's inputs (eager autograd path only)."""
+    if fused[0]:
+        sh = q.shape
+        dq, dk, dv = q.new_empty((*sh[:-2], 3, sh[-2], sh[-1])).unbind(-3)
+    else:
+        dq = torch.empty_like(q, memory_format=_CONTIG)
+        dk = torch.empty_like(k, memory_format=_CONTIG)
+        dv = torch.empty_like(v, memory_format=_CONTIG)
+    if fused[1]:
+        H, S2, D = pk.shape
+        buf = pk.new_empty((S2, 2, H, D))
+        return dq, dk, dv, buf[:, 1].transpose(0, 1), buf[:, 0].transpose(0, 1)
     if pk is not None:
         dpk = _grad_like(pk)
     else:
@@ -361,8 +394,10 @@ def _bwd_outputs(q, k, v, pk, pq, absent_as_none=False):
 
 def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
               position_buckets, max_relative_positions, padded_rows, dropout_p,
-              absent_as_none=False):
-    """The backward's body (the registered op and the eager autograd path)."""
+              absent_as_none=False, fused=(False, False)):
+    """The backward's body (the registered op and the eager autograd path). The saved
+    tensors are checked and described again: under saved-tensor hooks (activation
+    checkpointing, offloading) they are not the forward's tensors."""
     _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
            (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, _lse_shape(q, cu_seqlens))))
     if dout.dtype != q.dtype:
@@ -371,7 +406,7 @@ def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen
                          max_relative_positions, padded_rows)
     keep = []
     ins = _inputs(q, k, v, pk, pq, mask, cu_seqlens, keep)
-    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq, absent_as_none)
+    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq, absent_as_none, fused)
     image = _pack_head(*head, *ins, *_td(out, keep), *_desc(lse),
                        *_dropout_key(rng, dropout_p), *_td(dout, keep), *_desc(dq),
                        *_desc(dk), *_desc(dv), *(_desc(dpk) if pk is not None else _ABSENT),
@@ -439,6 +474,7 @@ class _EagerAttention(torch.autograd.Function):
         out, lse = _fwd_impl(q, k, v, pk, pq, mask, cu_seqlens, rng, *cfg)
         ctx.save_for_backward(q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse)
         ctx.cfg = cfg
+        ctx.fused = (_fused_qkv(q, k, v), _fused_pos(pk, pq))
         ctx.set_materialize_grads(False)
         return out
 
@@ -450,7 +486,8 @@ class _EagerAttention(torch.autograd.Function):
         if (type(dout) is torch.Tensor and not torch.is_grad_enabled()
                 and _plain(q, k, v, pk, pq, out, lse) and not _modes_active()):
             dq, dk, dv, dpk, dpq = _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng,
-                                             out, lse, *ctx.cfg, absent_as_none=True)
+                                             out, lse, *ctx.cfg, absent_as_none=True,
+                                             fused=ctx.fused)
         else:  # create_graph, a mode or a subclass: the op, as dattn::fwd's backward does
             dq, dk, dv, dpk, dpq = torch.ops.dattn.bwd(dout, q, k, v, pk, pq, mask,
                                                        cu_seqlens, rng, out, lse, *ctx.cfg)

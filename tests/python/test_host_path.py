@@ -189,6 +189,49 @@ def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
             assert torch.equal(ta.grad, tc.grad)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["padded", "packed", "dropout"])
+def test_nonleaf_gradients_side_by_side(device, kind, seed):
+    """The eager backward of non-leaf q, k, v writes dq, dk, dv as the slices [..., j, :, :]
+    of one [..., 3, H, D] buffer, and of non-leaf transposed views pq, pk of [2S, H D]
+    projections writes dpq, dpk as the slices [:, j] of one [2S, 2, H, D] buffer (what
+    _proj.py's backward reads in place); the values are bitwise those of leaf inputs, whose
+    gradients stay contiguous."""
+    if not gradients_checkable(device):
+        pytest.skip("no gradients on this device")
+    B, L = 2, 13
+    x = _tensors(device, B=B, L=L)
+    kw = dict(position_buckets=S, max_relative_positions=M)
+    if kind == "packed":
+        x[:3] = [t.reshape(B * L, H, D) for t in x[:3]]
+        kw.update(cu_seqlens=torch.tensor([0, 4, 26], dtype=torch.int32, device=device),
+                  max_seqlen=22)
+    if kind == "dropout":
+        kw.update(dropout_p=0.3, rng=ops.new_rng(device))
+    g = torch.randn_like(x[0])
+    # leaves: contiguous q, k, v and [H, 2S, D] tables
+    a = [t.detach().clone().requires_grad_() for t in x]
+    ga = torch.autograd.grad(ops.attention(*a, **kw), a, g)
+    assert all(t.is_contiguous() for t in ga)
+    # non-leaf: q, k, v views of their own tensors, pk / pq transposed views of [2S, H D]
+    base = [t.detach().clone().requires_grad_() for t in x[:3]]
+    q, k, v = (t * 1 for t in base)
+    pbase = [t.detach().transpose(0, 1).reshape(2 * S, H * D).requires_grad_() for t in x[3:]]
+    pk, pq = (t.view(2 * S, H, D).transpose(0, 1) * 1 for t in pbase)
+    pk, pq = (t.transpose(0, 1).contiguous().transpose(0, 1) for t in (pk, pq))  # hf.py's strides
+    assert pk.stride() == (D, H * D, 1) and pk.grad_fn is not None
+    gb = torch.autograd.grad(ops.attention(q, k, v, pk, pq, **kw), (q, k, v, pk, pq), g)
+    dq, dk, dv, dpk, dpq = gb
+    es, hd = dq.element_size(), H * D
+    row = dq.stride()[-3]
+    assert row == 3 * hd and dq.stride() == dk.stride() == dv.stride()
+    assert dk.data_ptr() == dq.data_ptr() + hd * es and dv.data_ptr() == dq.data_ptr() + 2 * hd * es
+    assert dpq.stride() == dpk.stride() == (D, 2 * hd, 1)
+    assert dpk.data_ptr() == dpq.data_ptr() + hd * es
+    for ta, tb in zip(ga, gb):
+        assert torch.equal(ta, tb)
+
+
 def _cases(devices):
     """(name, device, dtype, options) over the same B, L, H, D: every field the workspace
     key holds, and a few it does not (strides, packed lengths), changed one at a time,

@@ -240,6 +240,47 @@ def test_lean_equals_former_path_with_dropout(device, dtype, seed):
     assert_grads_close(ga, gb, tol)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_reads_attention_gradients_in_place(device, seed, monkeypatch):
+    """In a patched training step the attention backward writes [dq | dk | dv] and
+    [dpq | dpk] side by side (ops._fused_qkv / _fused_pos), and this node's backward reads
+    them as its G and Gp matrices without stacking them: every layer, both matrices. The
+    gradients are bitwise those of the stacked form (the same matrices, the same layout)."""
+    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
+    from dattn import ops
+
+    torch.manual_seed(seed)
+    cfg = testing.config("v3", layers=2)
+    enc = DebertaV2Encoder(cfg).train().to(device)
+    hf.patch(enc)
+    x = torch.randn(2, 11, cfg.hidden_size, device=device)
+    mask = torch.ones(2, 11, dtype=torch.long, device=device)
+    w = torch.randn(2, 11, cfg.hidden_size, device=device)
+    amp = torch.bfloat16 if device == "cpu" else torch.float16
+    real = _proj._side_by_side
+    seen = []
+
+    def spy(*a):
+        seen.append(real(*a))
+        return seen[-1]
+
+    monkeypatch.setattr(_proj, "_side_by_side", spy)
+    res = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(ops, "_fused_qkv", lambda *a: False)
+            monkeypatch.setattr(ops, "_fused_pos", lambda *a: False)
+        seen.clear()
+        enc.zero_grad(set_to_none=True)
+        with torch.autocast(device, dtype=amp):
+            out = enc(x, mask).last_hidden_state
+        (out.float() * w).sum().backward()
+        res.append({n: p.grad.clone() for n, p in enc.named_parameters()})
+        assert seen == [fused] * (2 * cfg.num_hidden_layers), (fused, seen)
+    for n in res[0]:
+        assert torch.equal(res[0][n], res[1][n]), n
+
+
 def _patched_v3_layer(seed):
     """A one-layer v3-shaped encoder in training mode, patched by dattn (seeded weights)."""
     from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
