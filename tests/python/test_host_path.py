@@ -141,9 +141,10 @@ class _OpLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("kind", ["padded", "packed", "dropout", "c2p-only"])
-def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
+def _call(device, kind, mask=True):
+    """(q, k, v, pk, pq as a list, the keywords) of one call: B 2, L 13, padded (with a
+    mask that pads the second row, unless mask=False), packed (two sequences), dropout 0.3
+    or c2p only."""
     B, L = 2, 13
     x = _tensors(device, B=B, L=L)
     kw = dict(position_buckets=S, max_relative_positions=M)
@@ -151,12 +152,19 @@ def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
         x[:3] = [t.reshape(B * L, H, D) for t in x[:3]]
         kw.update(cu_seqlens=torch.tensor([0, 4, 26], dtype=torch.int32, device=device),
                   max_seqlen=22)
-    else:
+    elif mask:
         kw["mask"] = (torch.arange(L, device=device) < torch.tensor([[L], [8]], device=device))
     if kind == "dropout":
         kw.update(dropout_p=0.3, rng=ops.new_rng(device))
     if kind == "c2p-only":
         x[4] = None
+    return x, kw
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["padded", "packed", "dropout", "c2p-only"])
+def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
+    x, kw = _call(device, kind)
     leaves = lambda: [t.detach().clone().requires_grad_() if t is not None else None  # noqa: E731
                       for t in x]
     with torch.no_grad():
@@ -199,15 +207,7 @@ def test_nonleaf_gradients_side_by_side(device, kind, seed):
     gradients stay contiguous."""
     if not gradients_checkable(device):
         pytest.skip("no gradients on this device")
-    B, L = 2, 13
-    x = _tensors(device, B=B, L=L)
-    kw = dict(position_buckets=S, max_relative_positions=M)
-    if kind == "packed":
-        x[:3] = [t.reshape(B * L, H, D) for t in x[:3]]
-        kw.update(cu_seqlens=torch.tensor([0, 4, 26], dtype=torch.int32, device=device),
-                  max_seqlen=22)
-    if kind == "dropout":
-        kw.update(dropout_p=0.3, rng=ops.new_rng(device))
+    x, kw = _call(device, kind, mask=False)
     g = torch.randn_like(x[0])
     # leaves: contiguous q, k, v and [H, 2S, D] tables
     a = [t.detach().clone().requires_grad_() for t in x]

@@ -204,23 +204,30 @@ def test_encoder_gradients_equal_transformers(kind, ckpt, mode, seed, monkeypatc
     assert_grads_close(go, gr, GRAD_TOL)
 
 
+def _training_step_inputs(device, seed, dropout=0.0):
+    """A two-layer v3-shaped encoder in training mode, patched by dattn (seeded weights;
+    hidden dropout as given), an input [2, 11, hidden], its full mask, a loss weight of
+    the same shape, and the autocast dtype of the device."""
+    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
+
+    torch.manual_seed(seed)
+    cfg = testing.config("v3", layers=2, dropout=dropout)
+    enc = DebertaV2Encoder(cfg).train().to(device)
+    hf.patch(enc)
+    x = torch.randn(2, 11, cfg.hidden_size, device=device)
+    mask = torch.ones(2, 11, dtype=torch.long, device=device)
+    w = torch.randn(2, 11, cfg.hidden_size, device=device)
+    return enc, x, mask, w, torch.bfloat16 if device == "cpu" else torch.float16
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, "autocast"], ids=["fp32", "autocast"])
 def test_lean_equals_former_path_with_dropout(device, dtype, seed):
     """Training with hidden dropout 0.1 (so pos_dropout draws a mask per layer) and
     attention dropout 0.1: lean and module-call formulations consume the generator the
     same way (same outputs, bit for bit) and give the same gradients to rounding."""
-    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
-
     print(f"seed {seed}")
-    torch.manual_seed(seed)
-    cfg = testing.config("v3", layers=2, dropout=0.1)
-    enc = DebertaV2Encoder(cfg).train().to(device)
-    hf.patch(enc)
-    x = torch.randn(2, 11, cfg.hidden_size, device=device)
-    mask = torch.ones(2, 11, dtype=torch.long, device=device)
-    w = torch.randn(2, 11, cfg.hidden_size, device=device)
-    amp = torch.bfloat16 if device == "cpu" else torch.float16
+    enc, x, mask, w, amp = _training_step_inputs(device, seed, dropout=0.1)
     res = []
     old = hf.LEAN_PROJECTIONS
     try:
@@ -246,17 +253,10 @@ def test_backward_reads_attention_gradients_in_place(device, seed, monkeypatch):
     [dpq | dpk] side by side (ops._fused_qkv / _fused_pos), and this node's backward reads
     them as its G and Gp matrices without stacking them: every layer, both matrices. The
     gradients are bitwise those of the stacked form (the same matrices, the same layout)."""
-    from transformers.models.deberta_v2.modeling_deberta_v2 import DebertaV2Encoder
     from dattn import ops
 
-    torch.manual_seed(seed)
-    cfg = testing.config("v3", layers=2)
-    enc = DebertaV2Encoder(cfg).train().to(device)
-    hf.patch(enc)
-    x = torch.randn(2, 11, cfg.hidden_size, device=device)
-    mask = torch.ones(2, 11, dtype=torch.long, device=device)
-    w = torch.randn(2, 11, cfg.hidden_size, device=device)
-    amp = torch.bfloat16 if device == "cpu" else torch.float16
+    enc, x, mask, w, amp = _training_step_inputs(device, seed)
+    layers = len(enc.layer)
     real = _proj._side_by_side
     seen = []
 
@@ -276,7 +276,7 @@ def test_backward_reads_attention_gradients_in_place(device, seed, monkeypatch):
             out = enc(x, mask).last_hidden_state
         (out.float() * w).sum().backward()
         res.append({n: p.grad.clone() for n, p in enc.named_parameters()})
-        assert seen == [fused] * (2 * cfg.num_hidden_layers), (fused, seen)
+        assert seen == [fused] * (2 * layers), (fused, seen)
     for n in res[0]:
         assert torch.equal(res[0][n], res[1][n]), n
 
