@@ -363,7 +363,7 @@ if [ -d python/dattn ] && [ $BENCH -eq 1 ] && [ $NOTRAIN -eq 0 ]; then
     PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/gpu_train_bench.py --json "$OUT/train_bench.json" \
     $([ $QUICK -eq 1 ] && echo --quick)
   sed -n '/^gpu_train_bench: v3-base/,/^gpu_train_bench: targets/p' "$LOG" | \
-    grep -E "time ratio|vs SDPA floor|compile:|busy / median|targets (met|NOT)" >>"$SUMMARY"
+    grep -E "time ratio|interleaved|vs SDPA floor|compile:|busy / median|targets (met|NOT)" >>"$SUMMARY"
 fi
 if [ -d python/dattn ] && [ $NOTRAIN -eq 0 ]; then
   step "finetune-e2e" 150 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \

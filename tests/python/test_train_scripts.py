@@ -133,8 +133,13 @@ def test_train_bench_cpu_smoke(tmp_path):
     assert row["dattn"]["path"] == "padded"
     assert row["dattn"]["dattn_ran"] is True and row["dattn+compile"]["dattn_ran"] is True
     assert row["dattn+compile"]["dynamo"]["graph_breaks"] == 0
-    for k in ("time_ratio", "dattn_over_floor", "compile_ratio", "dattn_compile_vs_transformers_eager"):
+    for k in ("time_ratio", "block_time_ratio", "dattn_over_floor", "compile_ratio",
+              "dattn_compile_vs_transformers_eager"):
         assert row[k] > 0, k
+    il = row["interleaved"]  # the ratios come from the round-robin medians
+    assert set(il) == {"transformers", "dattn", "sdpa-floor"} and all(r["n"] >= 3 for r in il.values())
+    assert row["time_ratio"] == il["dattn"]["median_ms"] / il["transformers"]["median_ms"]
+    assert row["dattn_over_floor"] == il["dattn"]["median_ms"] / il["sdpa-floor"]["median_ms"]
     assert r["all_ran"] and row["target_time_ratio"] is None
 
 
