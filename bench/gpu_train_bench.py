@@ -248,10 +248,11 @@ def interval_union_ns(iv):
 
 
 # Host-side profiler events of one dattn attention call, per direction: the custom ops
-# (torch.compile, modes, subclasses) or the eager autograd.Function (dattn.ops
-# _EagerAttention, whose backward may call the op: max, not sum).
-DATTN_OP_NAMES = {"fwd": ("dattn::fwd", "_EagerAttention"),
-                  "bwd": ("dattn::bwd", "_EagerAttentionBackward")}
+# (torch.compile, modes, subclasses) or an eager autograd.Function (dattn.ops
+# _EagerAttention, or the patched layer's _proj._LayerAttention, whose backward may call
+# the op: max, not sum).
+DATTN_OP_NAMES = {"fwd": ("dattn::fwd", "_EagerAttention", "_LayerAttention"),
+                  "bwd": ("dattn::bwd", "_EagerAttentionBackward", "_LayerAttentionBackward")}
 
 
 def summarize_events(events, device_kind, wall_ms, host_ms, median_ms=None, top=10):

@@ -47,7 +47,7 @@ backward (tc3f at D = 64; fp16/bf16, D 64/128, S <= 256) is what DDP trains with
 
 Gates: grads_match, loss_decreased, ranks_in_sync, dattn_ran (no encoder call fell back),
 dattn_dtype (in every phase, the grad check's DDP and single runs and training, each
-dattn.ops.attention forward and each dattn backward saw q in the expected dtype: fp32 /
+dattn forward and each dattn backward saw q in the expected dtype: fp32 /
 bf16 / fp16), and on CUDA with autocast where the routing applies (sm_90, D in {64, 128},
 S <= 256, S % 8 == 0; with dropout D = 64) fast_bwd: a profiled DDP training step on rank
 0 ran the tensor-core backward kernels of that dtype (dattn_bwd_{ws,tc3*,sm80}_<dt>_*)
@@ -115,24 +115,25 @@ def _set_dropout(model, p):
 
 
 class _DtypeLog:
-    """Wraps dattn.ops.attention and dattn.ops._bwd_impl (the backward body of both the
-    eager autograd path and the dattn::bwd op) in this process, recording per phase the
-    dtype of q each forward and backward call saw, with the head dim and the att span."""
+    """Wraps dattn.ops._fwd_impl and dattn.ops._bwd_impl (the forward and backward bodies
+    of every path: the eager ones, the dattn::fwd / dattn::bwd ops and the patched
+    layer's fused node) in this process, recording per phase the dtype of q each forward
+    and backward call saw, with the head dim and the att span."""
 
     def __init__(self, ops):
         self.phase = None
         self.seen = {}
-        fwd, bwd = ops.attention, ops._bwd_impl
+        fwd, bwd = ops._fwd_impl, ops._bwd_impl
 
-        def attention(q, k, v, pk=None, pq=None, **kw):
+        def fwd_impl(q, k, v, pk, pq, *a, **kw):
             self._add("fwd", q, pk if pk is not None else pq)
-            return fwd(q, k, v, pk, pq, **kw)
+            return fwd(q, k, v, pk, pq, *a, **kw)
 
         def bwd_impl(dout, q, k, v, pk, pq, *a, **kw):
             self._add("bwd", q, pk if pk is not None else pq)
             return bwd(dout, q, k, v, pk, pq, *a, **kw)
 
-        ops.attention, ops._bwd_impl = attention, bwd_impl
+        ops._fwd_impl, ops._bwd_impl = fwd_impl, bwd_impl
 
     def _add(self, kind, q, table):
         if self.phase is None:

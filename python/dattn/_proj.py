@@ -19,7 +19,8 @@ autograd uses; sums of products accumulate inside GEMMs (one rounding instead of
 term), so gradients differ from autograd's by rounding only (tests/python/test_proj.py
 pins them against transformers and the module calls, SPEC's rule under autocast).
 hf.py uses the node in eager mode only (torch.compile fuses the plain graph itself), for
-plain nn.Linear projections of one shape, without hooks.
+plain nn.Linear projections of one shape, without hooks. In a training step it uses
+``_LayerAttention`` instead: the same projections and dattn's attention in one node.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.modules import module as _m
+
+from . import ops
 
 _PLAIN = (torch.Tensor, nn.Parameter)  # not a tensor subclass (DTensor, a quantised weight...)
 
@@ -170,48 +173,102 @@ def _cat_cols(gs, rows, o, like):
     return torch.stack(gs, dim=1).view(rows, len(gs) * o)
 
 
+def _keep_meta(ctx, plan, c, h, rel, params):
+    """What the backward (param_grads) needs besides the saved tensors."""
+    ctx.plan, ctx.c = plan, c
+    ctx.h_shape, ctx.h_dtype = h.shape, h.dtype
+    ctx.rel_dtype = rel.dtype if rel is not None else None
+    ctx.p_dtype = params[0].dtype
+
+
+def _saved_weights(wcat, params):
+    """The weights the backward multiplies by: the cast concatenation, or (no cast was
+    needed) the modules' own weights."""
+    return (wcat,) if wcat is not None else tuple(params[0::2])
+
+
+def param_grads(ctx, hc, rel_c, ones, w, G, Gp, need_h, need_rel, need_params):
+    """(dh, drel, the parameter gradients in params' order) from G = [dq | dk | dv]
+    ([N, 3 o] or None) and Gp = [dpq | dpk] ([2S, npos o] or None); ctx: _keep_meta's
+    fields; w: _saved_weights; need_params: a flag per parameter."""
+    plan, c = ctx.plan, ctx.c
+    wcat = w[0] if len(w) == 1 else torch.cat(w)
+    n, o, i = len(plan.mods), plan.o, plan.i
+    N = hc.shape[0]
+    dh = drel = None
+    if G is not None and need_h:
+        dh = torch.mm(G, wcat if n == 3 else wcat.narrow(0, 0, 3 * o))
+        if dh.dtype != ctx.h_dtype:
+            dh = dh.to(ctx.h_dtype)
+        dh = dh.view(ctx.h_shape)
+    if Gp is not None:
+        r0, r1 = plan.p0 * o, (plan.p0 + plan.npos) * o
+        if need_rel:
+            drel = torch.mm(Gp, wcat.narrow(0, r0, r1 - r0))
+            if drel.dtype != ctx.rel_dtype:
+                drel = drel.to(ctx.rel_dtype)
+    if not any(need_params) or (G is None and Gp is None):
+        return dh, drel, (None,) * (2 * n)
+    buf = torch.empty(n * o * (i + 1), dtype=c, device=hc.device)
+    dW = buf.narrow(0, 0, n * o * i).view(n * o, i)
+    db = buf.narrow(0, n * o * i, n * o)
+    if G is None:
+        G = hc.new_zeros(N, 3 * o)
+    if n == 3:
+        torch.mm(G.t(), hc, out=dW)
+        torch.sum(G, 0, out=db)
+    else:
+        torch.mm(G.t(), hc, out=dW.narrow(0, 0, 3 * o))
+        torch.sum(G, 0, out=db.narrow(0, 0, 3 * o))
+    have = n if Gp is not None else 3
+    if Gp is not None:
+        if plan.p0 < 3:  # rows shared with the content projections
+            Gpt = Gp.t()
+            dW.narrow(0, r0, r1 - r0).addmm_(Gpt, rel_c)
+            db.narrow(0, r0, r1 - r0).addmv_(Gpt, ones)
+        else:
+            torch.mm(Gp.t(), rel_c, out=dW.narrow(0, r0, r1 - r0))
+            torch.sum(Gp, 0, out=db.narrow(0, r0, r1 - r0))
+    if ctx.p_dtype != c:
+        buf = buf.to(ctx.p_dtype)
+    ws = buf.narrow(0, 0, n * o * i).view(n, o, i).unbind(0)
+    bs = buf.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
+    dparams = []
+    for j in range(n):
+        if j < have:
+            dparams += (ws[j] if need_params[2 * j] else None,
+                        bs[j] if need_params[2 * j + 1] else None)
+        else:
+            dparams += (None, None)
+    return dh, drel, tuple(dparams)
+
+
 class _Project(torch.autograd.Function):
     """Forward: _forward. Backward, with G = [dq | dk | dv] ([N, 3 o], one launch) and
     Gp = [dpq | dpk] ([2S, 2 o]) against the concatenated weights:
     dh = G Wcat[q, k, v] (one GEMM), d(rel) = Gp Wcat[pos] (one GEMM), dWcat[q, k, v] =
     G^T h (one GEMM) += Gp^T rel on the shared rows (addmm_; share_att_key off: its own
     rows), db = column sums (+= Gp^T 1 by addmv_), all parameter gradients in one buffer
-    cast to the parameters' dtype by one launch. Every product in the same dtype as
-    autograd's; sums of products accumulate inside the GEMMs (one rounding)."""
+    cast to the parameters' dtype by one launch (param_grads). Every product in the same
+    dtype as autograd's; sums of products accumulate inside the GEMMs (one rounding)."""
 
     @staticmethod
     def forward(ctx, plan, c, h, rel, rel_c, ones, *params):
         hc, wcat, outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)
-        ctx.plan, ctx.c = plan, c
-        ctx.h_shape, ctx.h_dtype = h.shape, h.dtype
-        ctx.rel_dtype = rel.dtype if rel is not None else None
-        ctx.p_dtype = params[0].dtype
-        if wcat is not None:
-            ctx.save_for_backward(hc, rel_c, ones, wcat)
-        else:
-            ctx.save_for_backward(hc, rel_c, ones, *params[0::2])
+        _keep_meta(ctx, plan, c, h, rel, params)
+        ctx.save_for_backward(hc, rel_c, ones, *_saved_weights(wcat, params))
         ctx.set_materialize_grads(False)
         return tuple(outs)
 
     @staticmethod
     @once_differentiable  # (dattn's attention has no double backward either)
     def backward(ctx, *grads):
-        plan, c = ctx.plan, ctx.c
+        plan = ctx.plan
         hc, rel_c, ones, *w = ctx.saved_tensors
-        wcat = w[0] if len(w) == 1 else torch.cat(w)
-        need = ctx.needs_input_grad
-        n, o, i = len(plan.mods), plan.o, plan.i
-        N = hc.shape[0]
-        dh = drel = None
-        G = None
+        o = plan.o
+        G = Gp = None
         if grads[0] is not None or grads[1] is not None or grads[2] is not None:
-            G = _cat_cols(grads[:3], N, o, hc)
-            if need[2]:
-                dh = torch.mm(G, wcat if n == 3 else wcat.narrow(0, 0, 3 * o))
-                if dh.dtype != ctx.h_dtype:
-                    dh = dh.to(ctx.h_dtype)
-                dh = dh.view(ctx.h_shape)
-        Gp = None
+            G = _cat_cols(grads[:3], hc.shape[0], o, hc)
         if plan.npos:
             gp = []
             if plan.pq is not None:
@@ -220,44 +277,9 @@ class _Project(torch.autograd.Function):
                 gp.append(grads[3])
             if any(g is not None for g in gp):
                 Gp = _cat_cols(gp, rel_c.shape[0], o, rel_c)
-                r0, r1 = plan.p0 * o, (plan.p0 + plan.npos) * o
-                if need[3]:
-                    drel = torch.mm(Gp, wcat.narrow(0, r0, r1 - r0))
-                    if drel.dtype != ctx.rel_dtype:
-                        drel = drel.to(ctx.rel_dtype)
-        if not any(need[6:]) or (G is None and Gp is None):
-            return (None, None, dh, drel, None, None) + (None,) * (2 * n)
-        buf = torch.empty(n * o * (i + 1), dtype=c, device=hc.device)
-        dW = buf.narrow(0, 0, n * o * i).view(n * o, i)
-        db = buf.narrow(0, n * o * i, n * o)
-        if G is None:
-            G = hc.new_zeros(N, 3 * o)
-        if n == 3:
-            torch.mm(G.t(), hc, out=dW)
-            torch.sum(G, 0, out=db)
-        else:
-            torch.mm(G.t(), hc, out=dW.narrow(0, 0, 3 * o))
-            torch.sum(G, 0, out=db.narrow(0, 0, 3 * o))
-        have = n if Gp is not None else 3
-        if Gp is not None:
-            if plan.p0 < 3:  # rows shared with the content projections
-                Gpt = Gp.t()
-                dW.narrow(0, r0, r1 - r0).addmm_(Gpt, rel_c)
-                db.narrow(0, r0, r1 - r0).addmv_(Gpt, ones)
-            else:
-                torch.mm(Gp.t(), rel_c, out=dW.narrow(0, r0, r1 - r0))
-                torch.sum(Gp, 0, out=db.narrow(0, r0, r1 - r0))
-        if ctx.p_dtype != c:
-            buf = buf.to(ctx.p_dtype)
-        ws = buf.narrow(0, 0, n * o * i).view(n, o, i).unbind(0)
-        bs = buf.narrow(0, n * o * i, n * o).view(n, o).unbind(0)
-        dparams = []
-        for j in range(n):
-            if j < have:
-                dparams += (ws[j] if need[6 + 2 * j] else None,
-                            bs[j] if need[7 + 2 * j] else None)
-            else:
-                dparams += (None, None)
+        need = ctx.needs_input_grad
+        dh, drel, dparams = param_grads(ctx, hc, rel_c, ones, w, G, Gp, need[2], need[3],
+                                        need[6:])
         return (None, None, dh, drel, None, None, *dparams)
 
 
@@ -290,3 +312,102 @@ def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
     pk = outs[3] if plan.pk is not None else None
     pq = outs[-1] if plan.pq is not None else None
     return outs[0], outs[1], outs[2], pk, pq
+
+
+class _LayerAttention(torch.autograd.Function):
+    """A layer's projections (as _Project) and its attention (as ops' eager autograd path)
+    in one autograd node, for the eager training step: one Python node per layer instead
+    of two, without the view / transpose nodes between them (q, k, v, pk, pq are views of
+    the projections' outputs inside it), and the attention backward writes its gradients
+    straight into the G = [dq | dk | dv] and Gp = [dpq | dpk] matrices that param_grads
+    multiplies (no stack). The same bodies (_forward, ops._fwd_impl / _bwd_impl,
+    param_grads): same outputs, bitwise; same gradients, bitwise (one G, one Gp, one
+    layout). Saves what the two nodes saved."""
+
+    @staticmethod
+    def forward(ctx, plan, c, h, rel, rel_c, ones, shape, tail, *params):
+        qshape, lead = shape
+        hc, wcat, outs = _forward(plan, c, h.reshape(-1, h.shape[-1]), rel_c, params)
+        H, D = qshape[-2], qshape[-1]
+        q, k, v = (t.view(qshape) for t in outs[:3])
+        pk = pq = None
+        if plan.pk is not None:
+            pk = outs[3].view(-1, H, D).transpose(0, 1)
+        if plan.pq is not None:
+            pq = outs[-1].view(-1, H, D).transpose(0, 1)
+        mask, cu, rng, *cfg = tail
+        out, lse = ops._fwd_impl(q, k, v, pk, pq, mask, cu, rng, *cfg)
+        _keep_meta(ctx, plan, c, h, rel, params)
+        ctx.cfg = cfg
+        ctx.save_for_backward(hc, rel_c, ones, q, k, v, pk, pq, mask, cu, rng, out, lse,
+                              *_saved_weights(wcat, params))
+        ctx.set_materialize_grads(False)
+        return out.view(*lead, H * D)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, dy):
+        plan = ctx.plan
+        n = len(plan.mods)
+        if dy is None:  # the output did not reach the loss
+            return (None,) * (8 + 2 * n)
+        hc, rel_c, ones, q, k, v, pk, pq, mask, cu, rng, out, lse, *w = ctx.saved_tensors
+        o, N = plan.o, hc.shape[0]
+        sh = q.shape
+        H, D = sh[-2], sh[-1]
+        dout = dy.reshape(sh)
+        Gp = dpk = dpq = None
+        if (type(dout) is torch.Tensor and ops._plain(q, k, v, pk, pq, out, lse)
+                and not ops._modes_active()):
+            G = hc.new_empty((N, 3 * o))
+            dq, dk, dv = G.view(*sh[:-2], 3, H, D).unbind(-3)
+            if plan.npos:
+                Gp = hc.new_empty((rel_c.shape[0], plan.npos * o))
+                cols = Gp.view(rel_c.shape[0], plan.npos, H, D)
+                if pq is not None:
+                    dpq = cols[:, 0].transpose(0, 1)
+                if pk is not None:
+                    dpk = cols[:, plan.npos - 1].transpose(0, 1)
+            ops._bwd_impl(dout, q, k, v, pk, pq, mask, cu, rng, out, lse, *ctx.cfg,
+                          absent_as_none=True, outs=(dq, dk, dv, dpk, dpq))
+        else:  # a mode (e.g. the op audit's recorder) or a subclass: the op, then stacked
+            dq, dk, dv, dpk, dpq = torch.ops.dattn.bwd(dout, q, k, v, pk, pq, mask, cu, rng,
+                                                       out, lse, *ctx.cfg)
+            G = _cat_cols([t.reshape(N, o) for t in (dq, dk, dv)], N, o, hc)
+            if plan.npos:
+                gp = ([dpq] if pq is not None else []) + ([dpk] if pk is not None else [])
+                S2 = rel_c.shape[0]
+                Gp = _cat_cols([t.transpose(0, 1).reshape(S2, o) for t in gp], S2, o, rel_c)
+        need = ctx.needs_input_grad
+        dh, drel, dparams = param_grads(ctx, hc, rel_c, ones, w, G, Gp, need[2], need[3],
+                                        need[8:])
+        return (None, None, dh, drel, None, None, None, None, *dparams)
+
+
+try:
+    _raw_apply_layer = torch._C._FunctionBase.__dict__["apply"].__get__(None, _LayerAttention)
+except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
+    _raw_apply_layer = None
+
+
+def layer_attention_applies(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
+                            mask: Optional[torch.Tensor], cu: Optional[torch.Tensor]) -> bool:
+    """Whether layer_attention takes this call: a gradient is needed (as for _Project) and
+    the call would take ops' eager autograd path (plain mask / cu_seqlens, no mode, no
+    functorch transform); otherwise the caller takes project() and ops.attention()."""
+    if not (torch.is_grad_enabled() and (h.requires_grad or (rel is not None and rel.requires_grad)
+                                         or any(p.requires_grad for p in plan.params))):
+        return False
+    return not ((mask is not None and type(mask) is not torch.Tensor)
+                or (cu is not None and type(cu) is not torch.Tensor) or ops._modes_active()
+                or torch._C._are_functorch_transforms_active())
+
+
+def layer_attention(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
+                    rel_c: Optional[torch.Tensor], ones: Optional[torch.Tensor], qshape,
+                    lead, tail) -> torch.Tensor:
+    """The layer's attention output [*lead, H D] through _LayerAttention (where
+    layer_attention_applies). qshape: q's shape as the op takes it ([B, L, H, D], or
+    [T, H, D] packed); tail: ops.tail_args of the call."""
+    fn = _raw_apply_layer if _raw_apply_layer is not None else _LayerAttention.apply
+    return fn(plan, compute_dtype(h), h, rel, rel_c, ones, (qshape, lead), tail, *plan.params)

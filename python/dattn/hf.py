@@ -9,8 +9,10 @@
 submodules (projections, LayerNorms, dropouts, FFN, conv) and replacing only the
 disentangled attention by ``dattn.ops.attention``. In eager mode a layer's q / k / v and
 position projections run as one autograd node (``_proj.py``: the modules' weights, the
-same forward bits, ~29 fewer launches per layer in a training step); hooked or wrapped
-projections are called as modules. Two layouts:
+same forward bits, ~29 fewer launches per layer in a training step), and when a gradient
+is needed that node also runs the attention (``_proj._LayerAttention``: one autograd node
+per layer, its attention gradients written where the projections' backward reads them);
+hooked or wrapped projections are called as modules. Two layouts:
 
 * padded: the batch as transformers hands it, every position (padded ones included)
   equal to transformers (the library's "hf" padded-row rule);
@@ -306,6 +308,11 @@ class _Ctx:
 # per training step, same function. DATTN_HF_LEAN=0 (or hf.LEAN_PROJECTIONS = False) calls
 # the nn.Linear modules one by one instead (the A/B switch of bench/count_ops.py).
 LEAN_PROJECTIONS = os.environ.get("DATTN_HF_LEAN", "1") != "0"
+# In an eager training step, the lean projections and the attention in one autograd node
+# (_proj._LayerAttention: one Python node per layer instead of two, no view nodes between
+# them, the attention's gradients written where the projections' backward reads them).
+# DATTN_HF_FUSED=0 (or hf.FUSED_LAYER = False) keeps two nodes (the A/B switch).
+FUSED_LAYER = os.environ.get("DATTN_HF_FUSED", "1") != "0"
 
 
 def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Tensor:
@@ -333,6 +340,13 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
             rel_c = ctx.rel_cast(rel, _proj.compute_dtype(h))
             if torch.is_grad_enabled():
                 ones = ctx.ones_like_rows(rel_c)
+        if (FUSED_LAYER and (rel is not None or not bits)
+                and _proj.layer_attention_applies(plan, h, rel, ctx.mask, ctx.cu_seqlens)):
+            drop = att.dropout.p if att.dropout.training else 0.0
+            qshape = (*lead[1:], H, D) if ctx.cu_seqlens is not None else (*lead, H, D)
+            tail = ops.tail_args(h, qshape, ctx.mask, ctx.cu_seqlens, ctx.max_seqlen,
+                                 ctx.bucket, ctx.max_rel, "hf", drop, None)
+            return _proj.layer_attention(plan, h, rel, rel_c, ones, qshape, lead, tail)
         q, k, v, pk, pq = _proj.project(plan, h, rel, rel_c, ones)
         q, k, v = q.view(*lead, H, D), k.view(*lead, H, D), v.view(*lead, H, D)
     else:

@@ -394,10 +394,12 @@ def _bwd_outputs(q, k, v, pk, pq, absent_as_none=False, fused=(False, False)):
 
 def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen,
               position_buckets, max_relative_positions, padded_rows, dropout_p,
-              absent_as_none=False, fused=(False, False)):
+              absent_as_none=False, fused=(False, False), outs=None):
     """The backward's body (the registered op and the eager autograd path). The saved
     tensors are checked and described again: under saved-tensor hooks (activation
-    checkpointing, offloading) they are not the forward's tensors."""
+    checkpointing, offloading) they are not the forward's tensors. outs: dq, dk, dv, dpk,
+    dpq to write (the fused layer node's views of its G / Gp matrices; None for an absent
+    table) instead of new tensors."""
     _check(q, k, v, pk, pq, mask, cu_seqlens, position_buckets, max_relative_positions,
            (("dout", dout, q.shape), ("out", out, q.shape), ("lse", lse, _lse_shape(q, cu_seqlens))))
     if dout.dtype != q.dtype:
@@ -406,7 +408,9 @@ def _bwd_impl(dout, q, k, v, pk, pq, mask, cu_seqlens, rng, out, lse, max_seqlen
                          max_relative_positions, padded_rows)
     keep = []
     ins = _inputs(q, k, v, pk, pq, mask, cu_seqlens, keep)
-    dq, dk, dv, dpk, dpq = _bwd_outputs(q, k, v, pk, pq, absent_as_none, fused)
+    if outs is None:
+        outs = _bwd_outputs(q, k, v, pk, pq, absent_as_none, fused)
+    dq, dk, dv, dpk, dpq = outs
     image = _pack_head(*head, *ins, *_td(out, keep), *_desc(lse),
                        *_dropout_key(rng, dropout_p), *_td(dout, keep), *_desc(dq),
                        *_desc(dk), *_desc(dv), *(_desc(dpk) if pk is not None else _ABSENT),
@@ -551,22 +555,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         pk = pk.to(dt)
     if pq is not None and pq.dtype != dt:
         pq = pq.to(dt)
-    if cu_seqlens is not None:
-        if cu_seqlens.dtype != torch.int32:
-            cu_seqlens = cu_seqlens.to(torch.int32)
-        if max_seqlen is None:
-            max_seqlen = q.shape[0]
-        mask = None
-    else:
-        max_seqlen = q.shape[1]
-        if mask is not None and mask.dtype not in (torch.uint8, torch.bool):
-            mask = mask != 0
-    if dropout_p > 0.0 and rng is None:
-        rng = torch.ops.dattn.rng(q) if torch.compiler.is_compiling() else new_rng(q.device)
-    if dropout_p <= 0.0:
-        rng = None
-    args = (q, k, v, pk, pq, mask, cu_seqlens, rng, max_seqlen, int(position_buckets),
-            int(max_relative_positions), _PADROWS[padded_rows], float(dropout_p))
+    args = (q, k, v, pk, pq) + tail_args(q, q.shape, mask, cu_seqlens, max_seqlen,
+                                         position_buckets, max_relative_positions,
+                                         padded_rows, dropout_p, rng)
+    mask, cu_seqlens, rng = args[5:8]
     path = _eager_path(q, k, v, pk, pq, mask, cu_seqlens)
     if path is _NO_GRAD:
         # inference in eager mode: the op's dispatch (autograd wrapper, dynamo guard)
@@ -577,6 +569,31 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         return _EagerAttention.apply(q, k, v, pk, pq, mask, cu_seqlens, rng, args[8:])
     out, _ = torch.ops.dattn.fwd(*args)
     return out
+
+
+def tail_args(like, qshape, mask, cu_seqlens, max_seqlen, position_buckets,
+              max_relative_positions, padded_rows, dropout_p, rng) -> tuple:
+    """attention()'s arguments after q, k, v, pk, pq as the ops take them: (mask,
+    cu_seqlens, rng, max_seqlen, position_buckets, max_relative_positions, padded_rows
+    code, dropout_p). qshape: q's shape; like: a tensor on q's device (the dropout key is
+    drawn for it when rng is None). Shared with the fused layer node of _proj.py, which
+    calls the bodies below before q exists."""
+    if cu_seqlens is not None:
+        if cu_seqlens.dtype != torch.int32:
+            cu_seqlens = cu_seqlens.to(torch.int32)
+        if max_seqlen is None:
+            max_seqlen = qshape[0]
+        mask = None
+    else:
+        max_seqlen = qshape[1]
+        if mask is not None and mask.dtype not in (torch.uint8, torch.bool):
+            mask = mask != 0
+    if dropout_p > 0.0 and rng is None:
+        rng = torch.ops.dattn.rng(like) if torch.compiler.is_compiling() else new_rng(like.device)
+    if dropout_p <= 0.0:
+        rng = None
+    return (mask, cu_seqlens, rng, max_seqlen, int(position_buckets),
+            int(max_relative_positions), _PADROWS[padded_rows], float(dropout_p))
 
 
 _NO_GRAD, _GRAD = "no-grad", "grad"

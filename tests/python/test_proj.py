@@ -21,6 +21,7 @@ from torch import nn
 from conftest import DEVICES
 from dattn import _proj, hf, testing
 from test_hf import GRAD_TOL, assert_grads_close
+from test_host_path import _OpLog
 
 
 def _att(kind, dtype=torch.float64, hidden=32, heads=2, buckets=8):
@@ -152,14 +153,17 @@ def test_node_under_autocast_spec_rule(device, kind, shape, seed):
 
 
 def _count_nodes(monkeypatch):
+    """Counts the forwards of the lean projection nodes (_Project, or _LayerAttention:
+    the projections and the attention in one node)."""
     calls = []
-    orig = _proj._Project.forward
+    for cls in (_proj._Project, _proj._LayerAttention):
+        orig = cls.forward
 
-    def forward(*a):
-        calls.append(1)
-        return orig(*a)
+        def forward(*a, orig=orig):
+            calls.append(1)
+            return orig(*a)
 
-    monkeypatch.setattr(_proj._Project, "forward", staticmethod(forward))
+        monkeypatch.setattr(cls, "forward", staticmethod(forward))
     return calls
 
 
@@ -257,6 +261,7 @@ def test_backward_reads_attention_gradients_in_place(device, seed, monkeypatch):
 
     enc, x, mask, w, amp = _training_step_inputs(device, seed)
     layers = len(enc.layer)
+    monkeypatch.setattr(hf, "FUSED_LAYER", False)  # two nodes: _Project's backward reads them
     real = _proj._side_by_side
     seen = []
 
@@ -277,6 +282,87 @@ def test_backward_reads_attention_gradients_in_place(device, seed, monkeypatch):
         (out.float() * w).sum().backward()
         res.append({n: p.grad.clone() for n, p in enc.named_parameters()})
         assert seen == [fused] * (2 * layers), (fused, seen)
+    for n in res[0]:
+        assert torch.equal(res[0][n], res[1][n]), n
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ("v3", "c2p", "noshare", "norel"))
+@pytest.mark.parametrize("case", ["padded", "packed", "dropout", "checkpointing"])
+def test_layer_node_equals_two_nodes(device, kind, case, seed, monkeypatch):
+    """The fused layer node (_LayerAttention: projections and attention in one node, the
+    attention's gradients written into G / Gp) against the two nodes it replaces
+    (_Project, then ops' eager autograd path): the same outputs and every parameter's and
+    the input's gradient, bit for bit, under autocast; with attention and hidden dropout
+    (the same draws), packed, and with activation checkpointing (the saved tensors
+    recomputed). The node runs once per layer forward in the fused form (norel: never, see
+    hf._self_attention) and never in the other."""
+    from transformers import DebertaV2Model
+
+    print(f"seed {seed}")
+    drop = 0.1 if case == "dropout" else 0.0
+    torch.manual_seed(seed)
+    cfg = testing.config(kind, layers=2, dropout=drop, attention_dropout=drop)
+    m = DebertaV2Model(cfg).train().to(device)
+    if case == "checkpointing":
+        m.gradient_checkpointing_enable()
+    hf.patch(m, mode="packed" if case == "packed" else "padded")
+    g = torch.Generator().manual_seed(seed)
+    B, L = 3, 13
+    ids = torch.randint(1, cfg.vocab_size, (B, L), generator=g).to(device)
+    mask = testing.lengths_mask([L, 9, 5], L, "right").to(device)
+    w = torch.randn(B, L, cfg.hidden_size, generator=g).to(device) * mask[..., None]
+    amp = torch.bfloat16 if device == "cpu" else torch.float16
+    nodes = []
+    orig = _proj._LayerAttention.forward
+    monkeypatch.setattr(_proj._LayerAttention, "forward",
+                        staticmethod(lambda *a: nodes.append(1) or orig(*a)))
+    res = []
+    for fused in (True, False):
+        monkeypatch.setattr(hf, "FUSED_LAYER", fused)
+        nodes.clear()
+        m.zero_grad(set_to_none=True)
+        torch.manual_seed(seed + 1)
+        with torch.autocast(device, dtype=amp):
+            out = m(ids, attention_mask=mask).last_hidden_state
+        (out.float() * w).sum().backward()
+        # (norel: no position terms but the scale counts pos_att_type: the two-node path;
+        # checkpointing runs each layer's forward twice)
+        want = cfg.num_hidden_layers * (2 if case == "checkpointing" else 1)
+        assert len(nodes) == (want if fused and kind != "norel" else 0), (fused, len(nodes))
+        res.append((out.detach(), {n: p.grad.clone() for n, p in m.named_parameters()
+                                   if p.grad is not None}))
+    (a, ga), (b, gb) = res
+    assert torch.equal(a, b)
+    assert ga.keys() == gb.keys()
+    for n in ga:
+        assert torch.equal(ga[n], gb[n]), n
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_layer_node_backward_under_a_mode_takes_the_op(device, seed, monkeypatch):
+    """A backward run under a dispatch mode (e.g. an op recorder) computes the attention
+    gradients through the dattn::bwd op and stacks them: the same gradients, bitwise."""
+    enc, x, mask, w, amp = _training_step_inputs(device, seed)
+    nodes = []
+    orig = _proj._LayerAttention.forward
+    monkeypatch.setattr(_proj._LayerAttention, "forward",
+                        staticmethod(lambda *a: nodes.append(1) or orig(*a)))
+    res = []
+    for mode in (None, _OpLog()):
+        enc.zero_grad(set_to_none=True)
+        nodes.clear()
+        with torch.autocast(device, dtype=amp):
+            out = enc(x, mask).last_hidden_state
+        assert len(nodes) == len(enc.layer)  # (the forward ran without the mode)
+        loss = (out.float() * w).sum()
+        if mode is None:
+            loss.backward()
+        else:
+            with mode:
+                loss.backward()
+            assert mode.names.count("dattn.bwd.default") == len(enc.layer), mode.names
+        res.append({n: p.grad.clone() for n, p in enc.named_parameters()})
     for n in res[0]:
         assert torch.equal(res[0][n], res[1][n]), n
 
