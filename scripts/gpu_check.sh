@@ -4,10 +4,10 @@
 # is printed last. Each step has its own time limit so that one run stays under ~9 min.
 #
 #   sh scripts/gpu_check.sh [--quick] [--no-bench] [--no-san] [--train | --no-train]
-#   --no-bench: no timing steps (bench, bwd-bench, train-bench): tests, sanitizers, parity,
+#   --no-bench: no timing steps (bench, bwd-bench, train-bench, host-step-ab): tests, sanitizers, parity,
 #            pytest, finetune-e2e and the demo only
 #   --train: only the Python steps (build, pytest of tests/python on CUDA, the forward bench,
-#            bwd-bench, train-bench, finetune-e2e, the demo), about 6-7 min
+#            bwd-bench, train-bench, finetune-e2e, host-step-ab, the demo), about 6-7 min
 #   --no-train: everything else: the C tests, sanitizers, SASS checks and parity (about 8.5
 #            min on a cold machine). The whole runner no longer fits one
 #            10-minute device call: run it as two calls on one commit, `--no-train` then
@@ -372,6 +372,15 @@ if [ -d python/dattn ] && [ $NOTRAIN -eq 0 ]; then
   grep -E "^finetune_e2e: initial" "$LOG" | tail -1 >>"$SUMMARY"
 fi
 
+# 6a. the fused layer node against two nodes (hf.FUSED_LAYER), v3-base B8 L512 training steps
+#     interleaved: the host time it saves where the step is host-bound
+if [ -d python/dattn ] && [ $BENCH -eq 1 ] && [ $NOTRAIN -eq 0 ]; then
+  step "host-step-ab" 90 env PYTHONUNBUFFERED=1 DATTN_LIBRARY="$(pwd)/build/libdattn.so" \
+    PYTHONPATH="python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/host_step_ab.py --device cuda \
+    --B 8 --L 512 --rounds 30 --json "$OUT/host_step_ab.json"
+  grep -E "^fused .* a layer" "$LOG" | tail -1 >>"$SUMMARY"
+fi
+
 # 6b. the README main job on the GPU (python -m dattn demo: v3-base-shaped model, dattn vs
 #     transformers, parity + speed)
 if [ -d python/dattn ] && [ $NOTRAIN -eq 0 ]; then
@@ -387,7 +396,7 @@ out, t0, t1 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 env = open(os.path.join(out, "env.txt")).read()
 steps = open(os.path.join(out, "summary.txt")).read().splitlines()
 j = dict(env=env, steps=steps, seconds=t1 - t0)
-for name in ("bench", "parity", "bwd_bench", "train_bench", "finetune_e2e"):
+for name in ("bench", "parity", "bwd_bench", "train_bench", "finetune_e2e", "host_step_ab"):
     b = os.path.join(out, name + ".json")
     if os.path.exists(b):
         j[name] = json.load(open(b))
