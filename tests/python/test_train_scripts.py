@@ -164,3 +164,19 @@ def test_ddp_check_fast_bwd_gate_knows_every_tensor_core_kernel():
                  "dattn_bwd_tc_reduce_f16"):
         assert not dc.TC_BWD.match(name), name
     assert dc.SIMPLE_BWD.match("dattn_bwd_dq_bf16") and dc.SIMPLE_BWD.match("dattn_bwd_dkdv_f16")
+
+
+def test_host_step_ab_cpu_smoke(tmp_path):
+    """bench/host_step_ab.py on the CPU (2 tiny layers, 2 rounds): both sides timed, the
+    switch restored afterwards."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import host_step_ab
+
+    from dattn import hf
+
+    before = hf.FUSED_LAYER
+    out = tmp_path / "ab.json"
+    assert host_step_ab.main(["--layers", "2", "--rounds", "2", "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["fused_median_ms"] > 0 and r["two_nodes_median_ms"] > 0 and r["layers"] == 2
+    assert hf.FUSED_LAYER == before
