@@ -151,7 +151,10 @@ def _effective_dtype(h: torch.Tensor) -> torch.dtype:
 
 
 def _fallback_reason(enc, hidden_states, attention_mask, output_attentions, query_states,
-                     relative_pos) -> Optional[str]:
+                     relative_pos, keys_out=None) -> Optional[str]:
+    """Why this encoder call runs transformers' forward (None: dattn runs it). keys_out (a
+    list): receives the call's _probe_keys when it got that far, for the packing decision's
+    probe to reuse."""
     if output_attentions:
         return "output_attentions=True (dattn never forms the attention matrix)"
     if query_states is not None:
@@ -177,39 +180,56 @@ def _fallback_reason(enc, hidden_states, attention_mask, output_attentions, quer
             return "the 3-D/4-D attention_mask is not the outer product of a padding mask"
     else:
         return f"{attention_mask.dim()}-D attention_mask"
-    return _probe_reason(enc, hidden_states, packed=False)
+    keys = _probe_keys(enc, hidden_states)
+    if keys_out is not None:
+        keys_out.append(keys)
+    return _probe_reason(enc, hidden_states, False, keys)
 
 
-def _probe_reason(enc, hidden_states, packed: bool) -> Optional[str]:
-    """Why libdattn would not run this encoder's attention calls in the given layout
-    (None: it would). Host-only: module attributes, tensor metadata, cached probes."""
+def _probe_keys(enc, hidden_states) -> tuple:
+    """(reason, calls): why no layer layout would run in libdattn (None: they may), and the
+    distinct attention calls of this encoder's layers as ops.probe arguments without the
+    layout flag. Host-only: module attributes and tensor metadata. One walk over the layers
+    serves both layouts' probes (_probe_reason)."""
     dev = hidden_states.device
     dtype = _effective_dtype(hidden_states)
     rel = getattr(enc, "relative_attention", False)
     need_grad = torch.is_grad_enabled() and (
         hidden_states.requires_grad or any(p.requires_grad for p in enc.parameters()))
+    idx = dev.index if dev.index is not None else -1
+    pb = int(enc.position_buckets) if rel else 256
+    mr = int(enc.max_relative_positions) if rel else 512
+    span = _att_span(enc) if rel else 0
+    calls = {}
     for layer in enc.layer:
         att = layer.attention.self
         if getattr(att, "relative_attention", False) != rel:
-            return "layers disagree with the encoder on relative_attention"
+            return "layers disagree with the encoder on relative_attention", ()
         bits = _bits(att) if rel else 0
         if rel:
             if (att.position_buckets != enc.position_buckets
                     or att.max_relative_positions != enc.max_relative_positions):
-                return "layers disagree with the encoder on the relative position settings"
-            if att.pos_ebd_size != _att_span(enc):
-                return "att_span does not match the position settings"
+                return "layers disagree with the encoder on the relative position settings", ()
+            if att.pos_ebd_size != span:
+                return "att_span does not match the position settings", ()
             if enc.rel_embeddings.weight.shape[0] < 2 * att.pos_ebd_size:
-                return "rel_embeddings has fewer than 2 * att_span rows"
+                return "rel_embeddings has fewer than 2 * att_span rows", ()
         drop = att.dropout.p if att.dropout.training else 0.0
         if drop > 0.0 and dev.type not in DROPOUT_DEVICES:
-            return f"attention dropout {drop} in training on {dev.type} (no dattn dropout there yet)"
-        idx = dev.index if dev.index is not None else -1
-        why = ops.probe(dev.type, idx, dtype, int(att.num_attention_heads),
-                        int(att.attention_head_size), bits,
-                        int(enc.position_buckets) if rel else 256,
-                        int(enc.max_relative_positions) if rel else 512,
-                        packed, bool(need_grad), drop > 0.0)
+            return f"attention dropout {drop} in training on {dev.type} (no dattn dropout there yet)", ()
+        calls[(dev.type, idx, dtype, int(att.num_attention_heads), int(att.attention_head_size),
+               bits, pb, mr, bool(need_grad), drop > 0.0)] = None
+    return None, tuple(calls)
+
+
+def _probe_reason(enc, hidden_states, packed: bool, keys=None) -> Optional[str]:
+    """Why libdattn would not run this encoder's attention calls in the given layout
+    (None: it would). keys: _probe_keys of this call, when already made."""
+    reason, calls = keys if keys is not None else _probe_keys(enc, hidden_states)
+    if reason is not None:
+        return reason
+    for a in calls:
+        why = ops.probe(*a[:8], packed, *a[8:])
         if why is not None:
             return why
     return None
@@ -258,12 +278,13 @@ def encoder_forward(self, hidden_states, attention_mask, output_hidden_states=Tr
                     output_attentions=False, query_states=None, relative_pos=None,
                     return_dict=True):
     """DebertaV2Encoder.forward through dattn (same signature and outputs)."""
+    keys = []
     reason = _fallback_reason(self, hidden_states, attention_mask, output_attentions,
-                              query_states, relative_pos)
+                              query_states, relative_pos, keys)
     if reason is None:
         try:
             return _dattn_encoder(self, hidden_states, attention_mask, output_hidden_states,
-                                  return_dict)
+                                  return_dict, keys[0])
         except _lib.DattnUnsupported as e:  # the library said no at run time (eager only)
             reason = f"libdattn: {e.message}"
     _log_fallback(reason)
@@ -417,7 +438,8 @@ def _position_settings(enc):
     return 256, 512  # unused (no position terms); any valid setting
 
 
-def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, return_dict):
+def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, return_dict,
+                   keys=None):
     B, L = hidden_states.shape[0], hidden_states.shape[1]
     if attention_mask.dim() == 2:
         input_mask = attention_mask
@@ -430,7 +452,7 @@ def _dattn_encoder(enc, hidden_states, attention_mask, output_hidden_states, ret
 
     plan = None
     if mode != "padded" and attention_mask.dim() == 2 and not torch.compiler.is_compiling():
-        plan = _packing_plan(enc, attention_mask, hidden_states, B, L, mode)
+        plan = _packing_plan(enc, attention_mask, hidden_states, B, L, mode, keys)
     # no padding at all (the packing decision saw every row full): the layers get no mask,
     # so the kernels take their unmasked paths (no key-range / mean-of-V prologue, no mask
     # loads per tile, the backward's lean P / dS loop); same function, nothing is padded
@@ -603,14 +625,14 @@ def _conv_packable(enc) -> bool:
 _NO_PADDING = object()  # _packing_plan's answer when every row of the mask is full
 
 
-def _packing_plan(enc, mask, hidden_states, B, L, mode):
+def _packing_plan(enc, mask, hidden_states, B, L, mode, keys=None):
     """Decides padded vs packed and, for packed, builds the index maps on the device.
     One host synchronisation (a handful of scalars). Returns a _Plan (packed), None
     (padded with the mask) or _NO_PADDING (every row full: padded without a mask)."""
     if not _conv_packable(enc):
         _log_info("the conv layer is not a plain odd-kernel Conv1d: running padded")
         return None
-    why = _probe_reason(enc, hidden_states, packed=True)
+    why = _probe_reason(enc, hidden_states, True, keys)
     if why is not None:
         _log_info(f"the packed layout is not available ({why}): running padded")
         return None

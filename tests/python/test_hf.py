@@ -402,6 +402,20 @@ def test_auto_mode_choices(seed):
     assert hf.last_path == "padded"  # holes: packing would not be exact
 
 
+def test_one_layer_walk_per_encoder_call(seed, monkeypatch):
+    """The fallback check and the packing decision share one walk over the layers
+    (_probe_keys) per encoder call."""
+    walks = []
+    real = hf._probe_keys
+    monkeypatch.setattr(hf, "_probe_keys", lambda *a: walks.append(1) or real(*a))
+    cfg = testing.config("v3")
+    m = DebertaV2Model(cfg)
+    dattn.patch(m)
+    ids = torch.randint(1, cfg.vocab_size, (2, 12))
+    m(ids, attention_mask=testing.lengths_mask([12, 5], 12)).last_hidden_state.sum().backward()
+    assert hf.last_path == "packed" and len(walks) == 1, (hf.last_path, walks)
+
+
 def test_full_rows_run_without_a_mask(seed, monkeypatch):
     """When the packing decision sees every row full (auto / packed modes), the layers call
     the op without a mask (the kernels' unmasked paths: no key-range / mean-of-V prologue,
