@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
+import os
 import sys
 import time
 
@@ -21,6 +21,16 @@ import torch
 
 import dattn
 from dattn import hf, testing
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_train_bench as tb  # noqa: E402  (the train bench's step and interleaved timing)
+
+
+def _with_flag(step, fused):
+    def run():
+        hf.FUSED_LAYER = fused
+        return step()
+    return run
 
 
 def main(argv=None):
@@ -43,31 +53,14 @@ def main(argv=None):
     x = torch.randn(args.B, args.L, cfg.hidden_size, device=dev)
     mask = torch.ones(args.B, args.L, dtype=torch.long, device=dev)
     dattn.patch(enc)
-    params = list(enc.parameters())
-    amp = torch.bfloat16 if dev.type == "cpu" else torch.float16
-
-    def step():
-        with torch.autocast(dev.type, dtype=amp):
-            out = enc(x, mask, output_hidden_states=False, return_dict=True).last_hidden_state
-        out.float().pow(2).mean().backward()
-        for p in params:
-            p.grad = None
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-
+    step = tb.step_fn(enc, list(enc.parameters()), x, mask, True, dev)
+    sides = {"fused": _with_flag(step, True), "two nodes": _with_flag(step, False)}
     old = hf.FUSED_LAYER
-    times = {True: [], False: []}
     try:
-        for fused in (True, False):
-            hf.FUSED_LAYER = fused
+        for run in sides.values():
             for _ in range(3):
-                step()
-        for r in range(args.rounds):
-            for fused in ((True, False) if r % 2 == 0 else (False, True)):
-                hf.FUSED_LAYER = fused
-                t = time.perf_counter()
-                step()
-                times[fused].append((time.perf_counter() - t) * 1e3)
+                run()
+        t = tb.measure_interleaved(enc, sides, float("inf"), args.rounds, dev)
     finally:
         hf.FUSED_LAYER = old
     res = dict(what="patched encoder training step, hf.FUSED_LAYER on vs off, interleaved",
@@ -76,9 +69,9 @@ def main(argv=None):
                date=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
                command=" ".join(sys.argv), hidden=cfg.hidden_size, heads=cfg.num_attention_heads,
                layers=args.layers, B=args.B, L=args.L, rounds=args.rounds,
-               fused_median_ms=statistics.median(times[True]),
-               two_nodes_median_ms=statistics.median(times[False]),
-               fused_min_ms=min(times[True]), two_nodes_min_ms=min(times[False]))
+               fused_median_ms=t["fused"]["median_ms"],
+               two_nodes_median_ms=t["two nodes"]["median_ms"],
+               fused_min_ms=t["fused"]["min_ms"], two_nodes_min_ms=t["two nodes"]["min_ms"])
     res["saved_per_layer_us"] = (res["two_nodes_median_ms"] - res["fused_median_ms"]) * 1e3 / args.layers
     print(f"fused {res['fused_median_ms']:.2f} ms (min {res['fused_min_ms']:.2f}), two nodes "
           f"{res['two_nodes_median_ms']:.2f} ms (min {res['two_nodes_min_ms']:.2f}): "
