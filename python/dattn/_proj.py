@@ -173,6 +173,12 @@ def _cat_cols(gs, rows, o, like):
     return torch.stack(gs, dim=1).view(rows, len(gs) * o)
 
 
+def _pos_cols(plan, dpk, dpq) -> list:
+    """dpq, dpk in Gp's column order (query side first: the position modules' order from
+    plan.p0), the absent terms left out."""
+    return ([dpq] if plan.pq is not None else []) + ([dpk] if plan.pk is not None else [])
+
+
 def _keep_meta(ctx, plan, c, h, rel, params):
     """What the backward (param_grads) needs besides the saved tensors."""
     ctx.plan, ctx.c = plan, c
@@ -269,12 +275,9 @@ class _Project(torch.autograd.Function):
         G = Gp = None
         if grads[0] is not None or grads[1] is not None or grads[2] is not None:
             G = _cat_cols(grads[:3], hc.shape[0], o, hc)
-        if plan.npos:
-            gp = []
-            if plan.pq is not None:
-                gp.append(grads[3 + (plan.pk is not None)])
-            if plan.pk is not None:
-                gp.append(grads[3])
+        if plan.npos:  # (outputs q, k, v[, pk][, pq])
+            gp = _pos_cols(plan, grads[3] if plan.pk is not None else None,
+                           grads[-1] if plan.pq is not None else None)
             if any(g is not None for g in gp):
                 Gp = _cat_cols(gp, rel_c.shape[0], o, rel_c)
         need = ctx.needs_input_grad
@@ -364,7 +367,7 @@ class _LayerAttention(torch.autograd.Function):
             if plan.npos:
                 Gp = hc.new_empty((rel_c.shape[0], plan.npos * o))
                 cols = Gp.view(rel_c.shape[0], plan.npos, H, D)
-                if pq is not None:
+                if pq is not None:  # (_pos_cols' order)
                     dpq = cols[:, 0].transpose(0, 1)
                 if pk is not None:
                     dpk = cols[:, plan.npos - 1].transpose(0, 1)
@@ -375,7 +378,7 @@ class _LayerAttention(torch.autograd.Function):
                                                        out, lse, *ctx.cfg)
             G = _cat_cols([t.reshape(N, o) for t in (dq, dk, dv)], N, o, hc)
             if plan.npos:
-                gp = ([dpq] if pq is not None else []) + ([dpk] if pk is not None else [])
+                gp = _pos_cols(plan, dpk, dpq)
                 S2 = rel_c.shape[0]
                 Gp = _cat_cols([t.transpose(0, 1).reshape(S2, o) for t in gp], S2, o, rel_c)
         need = ctx.needs_input_grad

@@ -343,6 +343,7 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
     D = att.attention_head_size
     lead = h.shape[:-1]
     bits = _bits(att)
+    drop = att.dropout.p if att.dropout.training else 0.0
     rel = None
     if att.relative_attention:
         S = att.pos_ebd_size
@@ -363,7 +364,6 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
                 ones = ctx.ones_like_rows(rel_c)
         if (FUSED_LAYER and (rel is not None or not bits)
                 and _proj.layer_attention_applies(plan, h, rel, ctx.mask, ctx.cu_seqlens)):
-            drop = att.dropout.p if att.dropout.training else 0.0
             qshape = (*lead[1:], H, D) if ctx.cu_seqlens is not None else (*lead, H, D)
             tail = ops.tail_args(h, qshape, ctx.mask, ctx.cu_seqlens, ctx.max_seqlen,
                                  ctx.bucket, ctx.max_rel, "hf", drop, None)
@@ -396,7 +396,6 @@ def _self_attention(att, h: torch.Tensor, rel_embeddings, ctx: _Ctx) -> torch.Te
         # transformers counts pos_att_type in the scale even without position terms:
         # scores = q.k / sqrt(D * (1 + #types)); the library's scale is sqrt(D) here.
         q = q * _scale_ratio(D, bits)
-    drop = att.dropout.p if att.dropout.training else 0.0
     if ctx.cu_seqlens is not None:  # [1, T, H, D] -> [T, H, D]
         # squeeze, not q[0]: the backward of a view is a view, that of an index a
         # zero-filled [1, T, H, D] buffer and a copy (per tensor per layer)
