@@ -404,7 +404,7 @@ json.dump(j, open(os.path.join(out, "gpu_check.json"), "w"), indent=1)
 EOF
 echo
 sed -n '/^shape /,/^==== bench:/p' "$LOG" | grep -v '^===='
-grep -E "^B= *[0-9]+ L=" "$LOG"
+grep -E "^B= *[0-9]+ L=|^     back to back" "$LOG"
 echo "==== summary ($((t_end - t_start))s)"
 cat "$SUMMARY"
 if grep -q "FAIL\|TIMEOUT" "$SUMMARY"; then exit 1; fi
