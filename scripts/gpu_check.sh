@@ -18,6 +18,9 @@
 #   GPU_CHECK_PATHS="sm80 ..."  forward paths swept again (default "sm80 sm90w1g sm90w1h wskg")
 #   GPU_CHECK_SAN_FWD_PATHS="..."  forward paths sanitized again (default "sm90w1g ws wskg wskgt")
 #   GPU_CHECK_BUDGET=520  seconds for the whole run (steps are cut to fit it)
+#   GPU_CHECK_SKIP="bench demo(cuda)"  step names not to run this time (when device time is short:
+#            e.g. the forward bench when no kernel changed since its last committed run); the
+#            summary lists them as SKIPPED-BY-ENV, so a run with skips is never read as whole
 #   JOBS=16
 set -u
 OUT=${OUT:-gpu-out}
@@ -65,6 +68,12 @@ BWD_PATHS=${GPU_CHECK_BWD_PATHS:-tc3g}
 # records "NAME status seconds" in the summary.
 step() {
   name=$1; lim=$2; shift 2
+  case " ${GPU_CHECK_SKIP:-} " in
+    *" $name "*)
+      log "==== $name: not run (GPU_CHECK_SKIP)"
+      printf '%-28s %-14s\n' "$name" "SKIPPED-BY-ENV" >>"$SUMMARY"
+      return 0 ;;
+  esac
   left=$((DEADLINE - $(date +%s)))
   if [ $left -lt 20 ]; then
     log "==== $name: not run (global time budget spent)"
