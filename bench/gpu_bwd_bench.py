@@ -106,6 +106,7 @@ import torch
 import torch.nn.functional as F
 
 from dattn import ops
+from gpu_bench import bench  # triton do_bench, the forward bench's timing (back to back)
 
 
 def timed(fn, reps, budget_s):
@@ -124,12 +125,6 @@ def timed(fn, reps, budget_s):
             break
     ts.sort()
     return ts[len(ts) // 2]
-
-
-def throughput(fn, rep_ms=300):
-    """Median device time per call with calls issued back to back (triton.testing.do_bench)."""
-    import triton.testing
-    return triton.testing.do_bench(fn, warmup=25, rep=rep_ms, return_mode="median")
 
 
 def rel_max(g, ref):
@@ -198,7 +193,7 @@ def main():
         # time overlaps its device work as in a training loop); the cells above are one call
         # each between two events after a sync, so they include the host time before the
         # first launch (dattn's ~0.1 ms at L512, NOTES: host time per call)
-        t_fb_tp, t_fl_tp = throughput(fwdbwd), throughput(flash)
+        t_fb_tp, t_fl_tp = bench(fwdbwd, rep=300), bench(flash, rep=300)
         t_fbb, gb = pinned("tc3b", timed_grads)
         t_fb3, g3 = pinned("tc3", timed_grads)
         t_fbp, gp = pinned("tc3p", timed_grads)
