@@ -6,25 +6,31 @@
 # repository root:
 #
 #   sh scripts/gpu_kernel_ab.sh --base DIR           the working tree against the tree at DIR
+#   sh scripts/gpu_kernel_ab.sh --base DIR --tree T1=DIR1 --tree T2=DIR2 ...
+#                                                    a chain: base, T1, T2, ..., the working tree
 #   sh scripts/gpu_kernel_ab.sh --paths tc3g,tc3t    two DATTN_CUDA_BWD paths of the working tree
 #
 # DIR holds a source tree made before the call, e.g.
 #   mkdir -p .gpu/base && git archive REV Makefile src include | tar -x -C .gpu/base
-# (.gpu/ is ignored by git: carry it). Both trees are built for sm_90a in parallel. For each side
-# (base, new; or each path) ncu measures the kernels matching --kernels (default "dattn_bwd") in
-# bench/gpu_prof_target.py --no-flash --shapes SHAPES (default 32x512,8x2048,2x8192), and
-# bench/gpu_lib_ab.py saves its gradients. Writes under $OUT/ab (default gpu-out/ab):
-# summary.txt (steps), dur_<side>.csv (ncu), ratios.txt (second side / first, per kernel and
-# shape), ab.txt / ab.json (timings and the bitwise gradient comparison).
+# (.gpu/ is ignored by git: carry it). The trees are built for sm_90a in parallel. For each side
+# (base, the --tree sides in order, new; or each path) ncu measures the kernels matching
+# --kernels (default "dattn_bwd") in bench/gpu_prof_target.py --no-flash --shapes SHAPES (default
+# 32x512,8x2048,2x8192), and bench/gpu_lib_ab.py saves its gradients. A chain of stacked changes
+# is measured in one call that way, each step against the one before it. Writes under $OUT/ab
+# (default gpu-out/ab): summary.txt (steps), dur_<side>.csv (ncu), ratios.txt (per kernel and
+# shape, each side against the one before it, and with --tree the last against the first),
+# ab.txt / ab.json (timings and the bitwise gradient comparison, last side against the first)
+# and with --tree ab_<a>_<b>.txt / .json for each step.
 # Other options: --shapes BxL,..., --kernels REGEX, --dry-run (print the steps, run nothing).
 set -u
 OUT=${OUT:-gpu-out}
 O=$OUT/ab
-BASE="" PATHS="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0
+BASE="" PATHS="" TREES="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0
 while [ $# -gt 0 ]; do
   case $1 in
     --base) BASE=$2; shift ;;
     --paths) PATHS=$2; shift ;;
+    --tree) TREES="$TREES $2"; shift ;;
     --shapes) SHAPES=$2; shift ;;
     --kernels) KERNELS=$2; shift ;;
     --dry-run) DRY=1 ;;
@@ -40,9 +46,25 @@ if [ -n "$BASE" ] && [ ! -f "$BASE/Makefile" ]; then
   echo "gpu_kernel_ab.sh: --base $BASE holds no source tree (Makefile missing)" >&2
   exit 2
 fi
+if [ -n "$TREES" ] && [ -z "$BASE" ]; then
+  echo "gpu_kernel_ab.sh: --tree goes with --base" >&2
+  exit 2
+fi
+for t in $TREES; do
+  tt=${t%%=*} td=${t#*=}
+  case $tt in
+    ''|base|new|*[!A-Za-z0-9_]*) echo "gpu_kernel_ab.sh: --tree $t: the tag must be letters, digits or _, not base or new" >&2; exit 2 ;;
+  esac
+  if [ "$td" = "$t" ] || [ ! -f "$td/Makefile" ]; then
+    echo "gpu_kernel_ab.sh: --tree $t: give TAG=DIR, DIR a source tree (Makefile missing)" >&2
+    exit 2
+  fi
+done
 # sides: "tag library DATTN_CUDA_BWD" (an empty path: the library's default)
 if [ -n "$BASE" ]; then
-  SIDES="base:$BASE/build/libdattn.so: new:build/libdattn.so:"
+  SIDES="base:$BASE/build/libdattn.so:"
+  for t in $TREES; do SIDES="$SIDES ${t%%=*}:${t#*=}/build/libdattn.so:"; done
+  SIDES="$SIDES new:build/libdattn.so:"
 else
   p1=${PATHS%%,*} p2=${PATHS#*,}
   if [ -z "$p1" ] || [ -z "$p2" ] || [ "$p1" = "$PATHS" ]; then
@@ -65,15 +87,19 @@ t0=$(date +%s)
 if [ -n "$BASE" ]; then
   (run make -C "$BASE" -j4 CUDA=1 CUDA_ARCHS="$ARCH" lib >"$O/build_base.log" 2>&1; echo "build base rc=$?" >>"$S") &
 fi
+for t in $TREES; do
+  (run make -C "${t#*=}" -j4 CUDA=1 CUDA_ARCHS="$ARCH" lib >"$O/build_${t%%=*}.log" 2>&1; echo "build ${t%%=*} rc=$?" >>"$S") &
+done
 run make -j12 CUDA=1 CUDA_ARCHS="$ARCH" NVCCFLAGS="-Xptxas -v" lib >"$O/build_new.log" 2>&1
 echo "build new rc=$?" >>"$S"
 wait
 grep -E "Compiling entry|registers|spill" "$O/build_new.log" | grep -A1 "Compiling entry" >"$O/resources_new.txt" 2>/dev/null
-first="" second=""
+first="" second="" tags=""
 for side in $SIDES; do
   tag=${side%%:*} rest=${side#*:}
   lib=${rest%%:*} pth=${rest#*:}
   [ -z "$first" ] && first=$tag || second=$tag
+  tags="$tags $tag"
   run env DATTN_LIBRARY="$lib" DATTN_CUDA_BWD="$pth" ncu --profile-from-start off -k "regex:$KERNELS" \
     --section SpeedOfLight -f -o "$O/dur_$tag" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-flash \
     >"$O/ncu_$tag.log" 2>&1
@@ -84,9 +110,25 @@ for side in $SIDES; do
   echo "gradients $tag rc=$? at $(($(date +%s) - t0)) s" >>"$S"
 done
 run python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$first" --new "$second" --json "$O/ab.json" >"$O/ab.txt" 2>&1
+# (a chain: each step against the one before it)
+pairs="$first:$second"
+if [ -n "$TREES" ]; then
+  pairs="" prev=""
+  for tag in $tags; do
+    if [ -n "$prev" ]; then
+      pairs="$pairs $prev:$tag"
+      run python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$prev" --new "$tag" \
+        --json "$O/ab_${prev}_$tag.json" >"$O/ab_${prev}_$tag.txt" 2>&1
+    fi
+    prev=$tag
+  done
+  pairs="$pairs $first:$second"
+fi
 rm -f "$O"/grads/*_grads.pt
 [ $DRY -eq 1 ] && exit 0
-python3 - "$O" "$first" "$second" "$SHAPES" <<'PY' | tee "$O/ratios.txt"
+: >"$O/ratios.txt"
+for pr in $pairs; do
+python3 - "$O" "${pr%%:*}" "${pr#*:}" "$SHAPES" <<'PY' | tee -a "$O/ratios.txt"
 import csv, os, sys
 o, a, b, shapes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
 def durations(tag):
@@ -120,6 +162,7 @@ for i, sh in enumerate(shapes):
     sa, sb = sum(t for _, t in ga), sum(t for _, t in gb)
     print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x")
 PY
+done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 cat "$S"
 tail -9 "$O/ab.txt"
