@@ -50,6 +50,7 @@ if [ -n "$TREES" ] && [ -z "$BASE" ]; then
   echo "gpu_kernel_ab.sh: --tree goes with --base" >&2
   exit 2
 fi
+seen=""
 for t in $TREES; do
   tt=${t%%=*} td=${t#*=}
   case $tt in
@@ -59,6 +60,10 @@ for t in $TREES; do
     echo "gpu_kernel_ab.sh: --tree $t: give TAG=DIR, DIR a source tree (Makefile missing)" >&2
     exit 2
   fi
+  case " $seen " in
+    *" $tt "*) echo "gpu_kernel_ab.sh: --tree $t: the tag $tt is given twice (each side's files are named by it)" >&2; exit 2 ;;
+  esac
+  seen="$seen $tt"
 done
 # sides: "tag library DATTN_CUDA_BWD" (an empty path: the library's default)
 if [ -n "$BASE" ]; then
