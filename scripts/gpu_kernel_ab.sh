@@ -65,9 +65,13 @@ for t in $TREES; do
   esac
   seen="$seen $tt"
 done
-# sides: "tag library DATTN_CUDA_BWD" (an empty path: the library's default)
+# sides: "tag library DATTN_CUDA_BWD" (an empty path: the library's default); the trees to build
+# before the working tree: the base, then the --tree ones
+CHAIN=0
+[ -n "$TREES" ] && CHAIN=1
+[ -n "$BASE" ] && TREES="base=$BASE$TREES"
 if [ -n "$BASE" ]; then
-  SIDES="base:$BASE/build/libdattn.so:"
+  SIDES=""
   for t in $TREES; do SIDES="$SIDES ${t%%=*}:${t#*=}/build/libdattn.so:"; done
   SIDES="$SIDES new:build/libdattn.so:"
 else
@@ -89,9 +93,6 @@ S=$O/summary.txt L=$O/log.txt
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$(pwd)/python${PYTHONPATH:+:$PYTHONPATH}"
 t0=$(date +%s)
-if [ -n "$BASE" ]; then
-  (run make -C "$BASE" -j4 CUDA=1 CUDA_ARCHS="$ARCH" lib >"$O/build_base.log" 2>&1; echo "build base rc=$?" >>"$S") &
-fi
 for t in $TREES; do
   (run make -C "${t#*=}" -j4 CUDA=1 CUDA_ARCHS="$ARCH" lib >"$O/build_${t%%=*}.log" 2>&1; echo "build ${t%%=*} rc=$?" >>"$S") &
 done
@@ -117,7 +118,7 @@ done
 run python3 bench/gpu_lib_ab.py compare --dir "$O/grads" --base "$first" --new "$second" --json "$O/ab.json" >"$O/ab.txt" 2>&1
 # (a chain: each step against the one before it)
 pairs="$first:$second"
-if [ -n "$TREES" ]; then
+if [ $CHAIN -eq 1 ]; then
   pairs="" prev=""
   for tag in $tags; do
     if [ -n "$prev" ]; then
