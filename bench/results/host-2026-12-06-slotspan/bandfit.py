@@ -50,11 +50,7 @@ def main():
         us = [float(m) * (1000.0 if u == "ms" else 1.0)
               for m, u in re.findall(r"dattn_bwd_ws_f16_d64_" + k + r" \| Duration=([\d.]+) (ms|us)", txt)]
         dflt, nopos, sat = us  # profile order: default, nopos, satmost
-        # dflt - nopos = es (1 - fd) + eb fd ; sat - nopos = es (1 - fs) + eb fs
-        a, b, c, d_ = 1 - fd, fd, 1 - fs, fs
-        y1, y2 = dflt - nopos, sat - nopos
-        det = a * d_ - b * c
-        es, eb = (y1 * d_ - b * y2) / det, (a * y2 - c * y1) / det
+        es, eb, _ = fit(nopos, (dflt, sat), (fd, fs), 0.0)  # (two equations: the exact solution)
         print(f"  {k}: {dflt:.0f} / {sat:.0f} / {nopos:.0f}; saturated +{100 * es / nopos:.0f} %, "
               f"band +{100 * eb / nopos:.0f} %; the default's saturated part {es * (1 - fd):.0f}, band part {eb * fd:.0f}")
 
