@@ -352,6 +352,33 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             }
             for (int j = 0; j < nt; j++, tcount++) {
                 const int s = tcount & 1;
+                /* the tile's column facts (warp 0; lane l takes columns 2 l, 2 l + 1; +inf / 0 past
+                 * L or masked), loaded before the stage's empty wait so that their latency runs
+                 * during it: stored after it, they used to delay the stage's arrival and copies,
+                 * and the consumers waited on that (NOTES "What the ncu profile says about the
+                 * backward at B8 L2048"). Not in the mask + dropout kernels: there ptxas spills 8
+                 * bytes with the values held across the wait, so they load after it as before. */
+                constexpr int PF = !(MSK && DRP);
+                /* column e's facts: validity, lse * log2 e, D_i (dkdv kernel), the two planes */
+                struct facts { int ok; float l, d, p0, p1; };
+                auto col_facts = [&](int e) {
+                    facts f = {0, 0.f, 0.f, 0.f, 0.f};
+                    const int col = 64 * j + 2 * lane + e;
+                    f.ok = col < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
+                    const int64_t wr = WS_ROW(f.ok ? col : 0);
+                    if (KV) {
+                        f.l = f.ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + col) * a.l_sl] * WS_L2E
+                                   : __int_as_float(0x7f800000);
+                        f.d = f.ok ? A.di[wr] : 0.f;
+                    }
+                    if (pos) {
+                        f.p0 = f.ok ? cplane[2 * wr] : 0.f;
+                        f.p1 = f.ok ? cplane[2 * wr + 1] : 0.f;
+                    }
+                    return f;
+                };
+                facts pf[2] = {{0, 0.f, 0.f, 0.f, 0.f}, {0, 0.f, 0.f, 0.f, 0.f}};
+                if (PF && warp == 0) pf[0] = col_facts(0), pf[1] = col_facts(1);
                 if (tcount >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((tcount >> 1) - 1) & 1u);
                 float *cf = (float *)(smem + WS_CF + 1024 * s);
                 if (DRP && warp == 0) {
@@ -361,13 +388,10 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     tma_load_rows_if(one, base + WS_W + 8192 * s, mw, full0 + 8 * s, wrf, h, tok0 + 64 * j, tb);
                 }
                 if (warp == 0) {
-                    /* the tile's column facts: lane l takes columns 2 l, 2 l + 1 (+inf / 0 past L
-                     * or masked) */
                     int bad = 0;
                     for (int e = 0; e < 2; e++) {
-                        const int col = 64 * j + 2 * lane + e;
-                        const int ok = col < L && (!MSK || a.mask[(int64_t)b * a.m_sb + (int64_t)col * a.m_sl] != 0);
-                        const int64_t wr = WS_ROW(ok ? col : 0);
+                        const facts f = PF ? pf[e] : col_facts(e);
+                        const int col = 64 * j + 2 * lane + e, ok = f.ok;
                         if constexpr (MSK && !KV) {
                             bad |= !ok;
                             ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = ok ? 1.f : 0.f;
@@ -379,14 +403,12 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                             ((float *)(smem + WS_MK + 512 * s))[2 * lane + e] = hp ? 1.f / (float)L : -1.f;
                         }
                         if (KV) {
-                            cf[2 * lane + e] =
-                                ok ? a.lse[(int64_t)b * a.l_sb + (int64_t)h * a.l_sh + (int64_t)(tok0 + col) * a.l_sl] * WS_L2E
-                                   : __int_as_float(0x7f800000);
-                            cf[64 + 2 * lane + e] = ok ? A.di[wr] : 0.f;
+                            cf[2 * lane + e] = f.l;
+                            cf[64 + 2 * lane + e] = f.d;
                         }
                         if (pos) {
-                            cf[128 + 2 * lane + e] = ok ? cplane[2 * wr] : 0.f;
-                            cf[192 + 2 * lane + e] = ok ? cplane[2 * wr + 1] : 0.f;
+                            cf[128 + 2 * lane + e] = f.p0;
+                            cf[192 + 2 * lane + e] = f.p1;
                         }
                     }
                     if constexpr (MSK && (!KV || DRP)) {
