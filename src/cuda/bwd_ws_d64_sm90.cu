@@ -377,8 +377,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     }
                     return f;
                 };
-                facts pf[2] = {{0, 0.f, 0.f, 0.f, 0.f}, {0, 0.f, 0.f, 0.f, 0.f}};
-                if (PF && warp == 0) pf[0] = col_facts(0), pf[1] = col_facts(1);
+                facts pre[2] = {{0, 0.f, 0.f, 0.f, 0.f}, {0, 0.f, 0.f, 0.f, 0.f}};
+                if (PF && warp == 0) pre[0] = col_facts(0), pre[1] = col_facts(1);
                 if (tcount >= 2) mbar_wait(empty0 + 8 * s, (uint32_t)((tcount >> 1) - 1) & 1u);
                 float *cf = (float *)(smem + WS_CF + 1024 * s);
                 if (DRP && warp == 0) {
@@ -390,7 +390,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 if (warp == 0) {
                     int bad = 0;
                     for (int e = 0; e < 2; e++) {
-                        const facts f = PF ? pf[e] : col_facts(e);
+                        const facts f = PF ? pre[e] : col_facts(e);
                         const int col = 64 * j + 2 * lane + e, ok = f.ok;
                         if constexpr (MSK && !KV) {
                             bad |= !ok;
