@@ -106,7 +106,8 @@ enum {
     WS_BAR = WS_CF + 2048,
     WS_MK = WS_BAR + 64,
     WS_KB = WS_MK + 1024, /* (dropout kernels) [2 stages][256] 32-bit keep words (ws_keep_words) */
-    WS_SMEM = WS_KB + 2048
+    WS_S = (WS_KB + 2048 + 1023) & ~1023, /* per consumer warpgroup C's half u 0..63 carried (the E steps) */
+    WS_SMEM = WS_S + 2 * 8192
 };
 
 /* the row-frame blocks' offset nkh of a call with length L and slot-map reach R (host and
@@ -491,6 +492,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     const uint64_t dYm0 = desc_mnmajor(base + WS_Y, 64, 0), dWm0 = desc_mnmajor(base + WS_W, 64, 0);
     const uint64_t dRRm = desc_mnmajor(base + WS_RR, 64, 0), dCm = desc_mnmajor(smem_u32(cb), 64, 0);
     const uint64_t dCk = desc_kmajor(smem_u32(cb), 128, 0, 0), dXm = desc_mnmajor(base + WS_X + 8192 * cw, 64, 0);
+    const uint64_t dSk = desc_kmajor(base + WS_S + 8192 * cw, 128, 0, 0); /* (S: C's carried half) */
     /* the saturated slots' table gradient of this warp: [2 sides][64], lane l owns d 2 l, 2 l + 1 */
 #define WS_SP ((KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (((int64_t)h * NG + grp) * 8 + 4 * cw + warp) * 128)
     if (pos)
@@ -609,44 +611,73 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                 ws_tile_ds_mk<BF, KV, 0, MSK, DRP>(mk, sa, dp, cf, rl2, rd, rc, rs, af, pf, rl0, 2 * c, a.sl2, cb, lim, rv, mkv, kw, a.drop_scale);
                 fence_proxy_async(); /* (C is read by wgmma) */
                 bar_sync_named(1 + cw, 128);
-                wgmma_fence();
-                for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
-                /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
-                for (int kk = 0; kk < 8; kk++)
-                    wgmma_ss<64, BF, 1, 1>(dx, desc_add(dCm, 2048 * kk), desc_add(kk < 4 ? dR0m : dR1m, 2048 * (kk & 3)), 1);
-                if constexpr (KV)
-                    for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
-                /* the band pairs' table gradient over the window: E[u][d] = sum_row C[row][u] X[row][d] */
-                float eg[2][8][4];
-                for (int hh = 0; hh < 2; hh++)
+                /* the band pairs' table gradient over the window, E[u][d] = sum_row C[row][u] X[row][d],
+                 * by halves: u 0..63 for the row-frame block kb, u 64..127 for kb + 1. The next column
+                 * tile's kb is this one's kb - 1: when it is a band tile too (nx), its half u 64..127
+                 * lands in this tile's block kb, element for element (the same rows X; t = u - 64
+                 * there, u here). So this tile's C half u 0..63 is kept (in S) and that block's
+                 * gradient ec = S^T X + C[64..127]^T X is formed by the next tile (car: the previous
+                 * tile was a band tile), one bulk reduction per block and run of band tiles instead
+                 * of two (NOTES "The band reductions' traffic"); e0, the half u 0..63 of the run's
+                 * last tile, goes out by itself, from a group of its own. (Each wgmma group with its
+                 * wait in one branch, straight-line: accumulators in flight across a branch made
+                 * ptxas inject warpgroup.arrive and spill.) */
+                const int nx = j + 1 < nt && ws_is_band<KV>(rb0, 64, n0 + 64, R), car = j > 0 && ws_is_band<KV>(rb0, 64, n0 - 64, R);
+                float ec[8][4];
+                auto dx_ec = [&](auto CAR) {
+                    constexpr int car_ = decltype(CAR)::value;
+                    wgmma_fence();
+                    for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dx, af[kk], desc_add(dYm, 2048 * kk), 1);
+                    /* dX += C . TR window (the band's c2p / p2c gradient of the rows) */
+                    for (int kk = 0; kk < 8; kk++)
+                        wgmma_ss<64, BF, 1, 1>(dx, desc_add(dCm, 2048 * kk), desc_add(kk < 4 ? dR0m : dR1m, 2048 * (kk & 3)), 1);
+                    if constexpr (KV)
+                        for (int kk = 0; kk < 4; kk++) wgmma_rs<64, BF, 1>(dv, pf[kk], desc_add(dWm, 2048 * kk), 1);
+                    if constexpr (car_)
+                        for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 1>(ec, desc_add(dSk, 32 * ks), desc_add(dXm, 2048 * ks), ks > 0);
                     for (int ks = 0; ks < 4; ks++)
-                        wgmma_ss<64, BF, 0, 1>(eg[hh], desc_add(dCk, 8192 * hh + 32 * ks), desc_add(dXm, 2048 * ks), ks > 0);
-                wgmma_commit();
-                wgmma_wait<0>();
-                reg_fence(dx);
-                if constexpr (KV) reg_fence(dv);
-                reg_fence(eg[0]);
-                reg_fence(eg[1]);
-                /* E (times 1 / scale) staged as two fp32 [64][64] blocks: half 0 in D (free since the
-                 * barrier after the P / dS pass), half 1 in C (after every warp's final wgmma read
-                 * it); one thread adds both into the row-frame blocks kb, kb + 1 */
-                const int64_t kb = ((rb0 - n0) >> 6) + nkh;
-                for (int hh = 0; hh < 2; hh++) {
-                    float *st = hh ? (float *)cb : dg;
-                    if (hh) bar_sync_named(1 + cw, 128);
+                        wgmma_ss<64, BF, 0, 1>(ec, desc_add(dCk, 8192 + 32 * ks), desc_add(dXm, 2048 * ks), car_ || ks > 0);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    reg_fence(dx);
+                    if constexpr (KV) reg_fence(dv);
+                    reg_fence(ec);
+                };
+                if (car) dx_ec(std::integral_constant<int, 1>());
+                else dx_ec(std::integral_constant<int, 0>());
+                /* E times 1 / scale staged as fp32 [64][64] blocks: ec in D (free since the barrier
+                 * after the P / dS pass); after every warp's wgmma reads of C and S, C's half u 0..63
+                 * into S (nx) or e0 in C; one thread adds them into the row-frame blocks kb + 1, kb */
+                auto stage = [&](float *st, const float (&e)[8][4]) {
                     for (int nb = 0; nb < 8; nb++)
                         for (int i = 0; i < 2; i++) {
                             const int t = rl0 + 8 * i;
                             *(float2 *)(st + 64 * t + 4 * ((2 * nb + (c >> 1)) ^ (t & 7)) + 2 * (c & 1)) =
-                                make_float2(eg[hh][nb][2 * i] * A.inv_scale, eg[hh][nb][2 * i + 1] * A.inv_scale);
+                                make_float2(e[nb][2 * i] * A.inv_scale, e[nb][2 * i + 1] * A.inv_scale);
                         }
+                };
+                stage(dg, ec);
+                if (nx) {
+                    bar_sync_named(1 + cw, 128);
+                    for (int i = 0; i < 4; i++)
+                        *(uint4 *)(smem + WS_S + 8192 * cw + 16 * (tw + 128 * i)) = *(const uint4 *)(cb + 16 * (tw + 128 * i));
+                } else {
+                    float e0[8][4];
+                    wgmma_fence();
+                    for (int ks = 0; ks < 4; ks++) wgmma_ss<64, BF, 0, 1>(e0, desc_add(dCk, 32 * ks), desc_add(dXm, 2048 * ks), ks > 0);
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    reg_fence(e0);
+                    bar_sync_named(1 + cw, 128);
+                    stage((float *)cb, e0);
                 }
-                fence_proxy_async(); /* (read by the bulk reductions: the async proxy) */
+                fence_proxy_async(); /* (read by the bulk reductions and, S, by wgmma: the async proxy) */
                 bar_sync_named(1 + cw, 128);
                 if (tw == 0) {
                     float *fpart = WS_FPART;
-                    bulk_reduce_add_f32(fpart + kb * 4096, smem_u32(dg), 16384);
-                    bulk_reduce_add_f32(fpart + (kb + 1) * 4096, smem_u32(cb), 16384);
+                    const int64_t kb = ((rb0 - n0) >> 6) + nkh;
+                    bulk_reduce_add_f32(fpart + (kb + 1) * 4096, smem_u32(dg), 16384);
+                    if (!nx) bulk_reduce_add_f32(fpart + kb * 4096, smem_u32(cb), 16384);
                     bulk_commit();
                 }
             } else {
