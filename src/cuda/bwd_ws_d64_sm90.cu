@@ -46,9 +46,10 @@
  *     a column constant; the rows' dS sums give rank-1 dX terms and the saturated slots' table
  *     gradients), band (window products G = X . TR window, H = Y . TC window from the rings,
  *     gathered through a shared fp32 tile D; dX += C . TR window with C the skewed dS; the
- *     band pairs' table gradient E = C^T X staged in shared memory and added by two bulk
- *     reductions (the TMA unit) into the warpgroup's own partial in the row frame r' = row -
- *     column, waited for before the next band tile reuses the buffers).
+ *     band pairs' table gradient E = C^T X staged in shared memory and added by bulk
+ *     reductions (the TMA unit; one per 64-row block of the frame and run of consecutive band
+ *     tiles, the previous tile's C half kept in S) into the warpgroup's own partial in the row
+ *     frame r' = row - column, waited for before the next band tile reuses the buffers).
  * The last column tile of the dq kernel masks keys past L (-inf); the dkdv kernel's row block
  * that crosses L zeroes the P / dS of its keys past L (their rows of X are zeros anyway).
  *
@@ -92,7 +93,9 @@ typedef struct dattn_ws_maps {
  *   CF: the column facts [2 stages][4][64] fp32 (dkdv kernel: lse * log2 e and D_i, +inf / 0
  *     for invalid queries; with position terms the column plane of each saturated side); the
  *     barriers; MK (mask kernels, dq kernel): [2 stages][128] fp32, the keys' validity (1 / 0)
- *     and word 64 a tile flag (nonzero: some key of the tile is invalid). */
+ *     and word 64 a tile flag (nonzero: some key of the tile is invalid); KB (dropout kernels);
+ *   S: per consumer warpgroup C's half u 0..63 of the last band tile when the next tile is a
+ *     band tile too (the E step: both tiles' terms of one row-frame block in one reduction). */
 enum {
     WS_X = 0,
     WS_Z = 16384,
