@@ -70,6 +70,7 @@
 #include "ws_band.cuh"
 
 #include <cuda_runtime.h>
+#include <type_traits> /* (std::integral_constant: the band E step's two bodies) */
 
 /* the four tensors' maps (tma.cuh: 64-row boxes of one head) and their rows-first flags */
 typedef struct dattn_ws_maps {
