@@ -254,8 +254,8 @@ DATTN_DEV void ws_s_dp_products(float (&sa)[8][4], float (&dp)[8][4], uint64_t d
 }
 
 /* At a band tile's start (while its first products run): the previous band tile's bulk
- * reductions complete (they read D and C, and two of them add into the same row-frame block:
- * waiting for completion orders them), then C's zeros again (its half 1 staged E) */
+ * reductions complete (they read D and C, and a later one may add into the same row-frame block:
+ * waiting for completion orders them), then C's zeros again (it may have staged E's half e0) */
 DATTN_DEV void ws_band_reuse(char *cb, int tw, int cw)
 {
     if (tw == 0) bulk_wait_all();
