@@ -38,6 +38,7 @@
  * H*T (packed): D_i rows, [c2p] 2 rows, [p2c] 2 rows, [c2p] B*H*2S*D, [p2c] B*H*2S*D;
  * i.e. O(B*H*(5 L + 4 S D)) floats.
  */
+#include "bwd_di.cuh"
 #include "common.cuh"
 
 #include <cuda_runtime.h>
@@ -45,14 +46,6 @@
 #define BWD_ROWS 8   /* rows (warps) per block */
 #define BWD_KC 32    /* keys / queries per chunk */
 #define BWD_NU 8     /* columns per lane: D <= 256 */
-
-DATTN_DEV float warp_sum(float x)
-{
-    /* xor butterfly: every lane ends with the same bits (fp addition is commutative) */
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
 
 DATTN_DEV int row_valid(const dattn_fwd_args &a, const uint8_t *mrow, int i)
 {
@@ -76,47 +69,6 @@ DATTN_DEV void bwd_di_body(const dattn_bwd_args &A)
     for (int d = lane; d < a.D; d += 32) s = fmaf(ld_el<DT>(A.dout, go + d), ld_el<DT>(a.out, oo + d), s);
     s = warp_sum(s);
     if (lane == 0) A.di[ws_row(A, b, h, tok0, i)] = s;
-}
-
-/* D_i for the tensor-core backward: the same arithmetic per row as bwd_di_body (lane l sums
- * d = l, l + 32, ... with the same fmaf chain, then the same butterfly), so the same bits, but
- * each warp takes DI_NR rows and issues every load of them before the first sum: the one-row
- * warps of bwd_di_body have four loads in flight and exit, which made this pass ~30 us per
- * layer at B4 L2048 H12 (a quarter of it is memory time). D <= 32 * DI_NM. */
-#define DI_NR 8 /* rows per warp */
-#define DI_NM 4 /* elements per lane and row: D <= 128 */
-#define DI_WPB 4 /* warps per block */
-template <int DT>
-DATTN_DEV void bwd_di_rows_body(const dattn_bwd_args &A)
-{
-    const dattn_fwd_args &a = A.f;
-    const int lane = threadIdx.x & 31;
-    const int b = blockIdx.z, h = blockIdx.y, i0 = (blockIdx.x * DI_WPB + (threadIdx.x >> 5)) * DI_NR;
-    int tok0, len;
-    dev_seq(a, b, tok0, len);
-    if (i0 >= len) return;
-    float x[DI_NR][DI_NM], y[DI_NR][DI_NM];
-#pragma unroll
-    for (int r = 0; r < DI_NR; r++) {
-        const int i = i0 + r < len ? i0 + r : i0; /* past len: a valid row, its sum not stored */
-        const int64_t oo = (int64_t)b * a.o_sb + (int64_t)(tok0 + i) * a.o_sl + (int64_t)h * a.o_sh;
-        const int64_t go = (int64_t)b * A.do_sb + (int64_t)(tok0 + i) * A.do_sl + (int64_t)h * A.do_sh;
-#pragma unroll
-        for (int m = 0; m < DI_NM; m++) {
-            const int d = lane + 32 * m;
-            x[r][m] = d < a.D ? ld_el<DT>(A.dout, go + d) : 0.f;
-            y[r][m] = d < a.D ? ld_el<DT>(a.out, oo + d) : 0.f;
-        }
-    }
-#pragma unroll
-    for (int r = 0; r < DI_NR; r++) {
-        float s = 0.f;
-#pragma unroll
-        for (int m = 0; m < DI_NM; m++)
-            if (lane + 32 * m < a.D) s = fmaf(x[r][m], y[r][m], s);
-        s = warp_sum(s);
-        if (lane == 0 && i0 + r < len) A.di[ws_row(A, b, h, tok0, i0 + r)] = s;
-    }
 }
 
 /* ------------------------------------------------------------------ 2. dq */
@@ -542,7 +494,10 @@ BWD_KERNELS(bf16, 2)
 
 #define BWD_DI_ROWS(SUF, DT)                                                                   \
     extern "C" __global__ void __launch_bounds__(32 * DI_WPB)                                 \
-        dattn_bwd_di_rows_##SUF(const __grid_constant__ dattn_bwd_args A) { bwd_di_rows_body<DT>(A); }
+        dattn_bwd_di_rows_##SUF(const __grid_constant__ dattn_bwd_args A)                  \
+    {                                                                                          \
+        bwd_di_rows_body<DT>(A, (int)blockIdx.x, (int)blockIdx.y, (int)blockIdx.z);            \
+    }
 BWD_DI_ROWS(f16, 1)
 BWD_DI_ROWS(bf16, 2)
 

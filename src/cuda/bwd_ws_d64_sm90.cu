@@ -53,8 +53,8 @@
  * The last column tile of the dq kernel masks keys past L (-inf); the dkdv kernel's row block
  * that crosses L zeroes the P / dS of its keys past L (their rows of X are zeros anyway).
  *
- * Before: D_i (bwd_simple.cu's D_i kernel) and the saturated planes (dattn_bwd_ws_planes:
- * q_i . pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: the table
+ * Before, in one launch (dattn_bwd_ws_pre): D_i (bwd_di.cuh) and the saturated planes (q_i .
+ * pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: the table
  * reduce (two launches: the groups' row-frame partials summed per row r', in place, then per
  * table, slot and d the row sums over the slot's r range (the map is monotone) plus the
  * saturated partials, in a fixed order, into dpk / dpq).
@@ -64,6 +64,7 @@
  * ((d >> 2) ^ (t & 7)) + (d & 3): the staging layout, whose float2 stores are conflict-free),
  * then [H][G][8 consumer warps][2 sides][64] saturated partials; nkh = min(ceil(R / 64),
  * ceil(L / 64) + 1), NK = 2 nkh + 2. Each CTA zeroes its own blocks first. */
+#include "bwd_di.cuh"
 #include "common.cuh"
 #include "sm90.cuh"
 #include "tma.cuh"
@@ -824,11 +825,11 @@ WS_KERNEL(bf16, 1, 1, 0, 1, 1, _packed_drop)
  * products in the same order as one element at a time: the same bits; one 2-byte load per
  * element took 155 us a call at 16K tokens x 12 heads, NOTES "The saturated planes"). */
 template <int BF>
-DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
+DATTN_DEV void ws_planes_body(const dattn_bwd_args &A, int bx, int h, int b)
 {
     const dattn_fwd_args &a = A.f;
     __shared__ float ts[2][2][64]; /* [which: pk, pq][side][d] */
-    const int row = blockIdx.x * blockDim.x + threadIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int row = bx * 128 + (int)threadIdx.x;
     for (int i = threadIdx.x; i < 256; i += blockDim.x) {
         const int w = i >> 7, side = (i >> 6) & 1, d = i & 63;
         const uint16_t *t = (const uint16_t *)(w ? a.pq : a.pk) + (int64_t)h * (w ? a.pq_sh : a.pk_sh);
@@ -862,14 +863,43 @@ DATTN_DEV void ws_planes_body(const dattn_bwd_args &A)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_planes_f16(const __grid_constant__ dattn_bwd_args A)
+/* The pre-pass: D_i (bwd_di.cuh's rows body: DI_WPB warps of DI_NR rows a block, 128 threads)
+ * and, with position terms, the planes (128 rows a block) in one launch, 1-D grid: blocks [0, nd)
+ * D_i, block nd + x the planes' block x. Apart, the two passes each left DRAM half idle (ncu at
+ * B8 L2048, H100: D_i 36 us at 44 %, the planes 29 us at 54 %) and paid a launch each. The same
+ * bodies as before, so the same bits. */
+template <int BF>
+DATTN_DEV void ws_pre_body(const dattn_bwd_args &A)
 {
-    ws_planes_body<0>(A);
+    const dattn_fwd_args &a = A.f;
+    const int gd = (a.L + DI_NR * DI_WPB - 1) / (DI_NR * DI_WPB), nd = gd * a.H * a.B;
+    int x = (int)blockIdx.x;
+    if (x < nd) {
+        bwd_di_rows_body<BF ? 2 : 1>(A, x % gd, (x / gd) % a.H, x / gd / a.H);
+        return;
+    }
+    x -= nd;
+    const int gp = (a.L + 127) / 128;
+    ws_planes_body<BF>(A, x % gp, (x / gp) % a.H, x / gp / a.H);
 }
 
-extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_planes_bf16(const __grid_constant__ dattn_bwd_args A)
+/* blocks of the pre-pass (ws_pre_body): D_i's, then the planes' when pos */
+static int64_t ws_pre_blocks(const dattn_fwd_args &a, int pos)
 {
-    ws_planes_body<1>(A);
+    const int64_t bh = (int64_t)a.H * a.B;
+    return (a.L + DI_NR * DI_WPB - 1) / (DI_NR * DI_WPB) * bh + (pos ? (a.L + 127) / 128 * bh : 0);
+}
+
+static_assert(32 * DI_WPB == 128, "bws: the pre-pass's D_i blocks and planes blocks share one block size");
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre_f16(const __grid_constant__ dattn_bwd_args A)
+{
+    ws_pre_body<0>(A);
+}
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre_bf16(const __grid_constant__ dattn_bwd_args A)
+{
+    ws_pre_body<1>(A);
 }
 
 /* hfv[b][h][d] = (1 / L) x the sum of dout[b, i, h, d] over the padded query rows i < L (mask 0),
@@ -1079,8 +1109,6 @@ extern "C" size_t dattn_bwd_ws_part_floats(int H, int G, int L, int R)
     return (size_t)H * (size_t)G * ((size_t)2 * (2 * ws_nkh_of(L, R) + 2) * 4096 + 8 * 128);
 }
 
-extern "C" cudaError_t dattn_launch_bwd_di(const dattn_bwd_args *A, int dtype, cudaStream_t stream);
-
 /* The expanded tables (dattn_bwd_args.pexp; DATTN_CUDA_BWD=wsr goes without): e[z][h][u][0..63], z = 2 sg + t, =
  * (t ? pq : pk)[h][slot(sg ? off - u : u - off)], u < rows (sign 0 the dq kernel's rings, r = x,
  * sign 1 the dkdv kernel's, r = -x); grid (ceil(rows / 32), H, 4), 256 threads (ws_expand_chunk,
@@ -1125,17 +1153,18 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
                                (int64_t)erows * 64, 64) != cudaSuccess)
             return cudaErrorNotSupported;
     cudaError_t e;
-    if ((e = dattn_launch_bwd_di(A, bf ? 2 : 1, stream)) != cudaSuccess) return e;
+    {
+        /* D_i and the planes (ws_pre_body) */
+        const int64_t nb = ws_pre_blocks(a, a.c2p);
+        if (nb > 0x7fffffff) return cudaErrorNotSupported;
+        if (bf) dattn_bwd_ws_pre_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+        else dattn_bwd_ws_pre_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
     if (a.mask && a.hf && !a.drop_thr) {
         const dim3 hg((unsigned)a.H, (unsigned)a.B);
         if (bf) dattn_bwd_ws_hfv_bf16<<<hg, 64, 0, stream>>>(*A);
         else dattn_bwd_ws_hfv_f16<<<hg, 64, 0, stream>>>(*A);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    if (a.c2p) {
-        const dim3 pg((unsigned)((a.L + 127) / 128), (unsigned)a.H, (unsigned)a.B);
-        if (bf) dattn_bwd_ws_planes_bf16<<<pg, 128, 0, stream>>>(*A);
-        else dattn_bwd_ws_planes_f16<<<pg, 128, 0, stream>>>(*A);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (te) {
