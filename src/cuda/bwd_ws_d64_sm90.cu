@@ -868,26 +868,29 @@ DATTN_DEV void ws_planes_body(const dattn_bwd_args &A, int bx, int h, int b)
  * D_i, block nd + x the planes' block x. Apart, the two passes each left DRAM half idle (ncu at
  * B8 L2048, H100: D_i 36 us at 44 %, the planes 29 us at 54 %) and paid a launch each. The same
  * bodies as before, so the same bits. */
+/* blocks per (b, h) of the pre-pass's D_i part and planes part (host and device) */
+static __host__ __device__ __forceinline__ int ws_pre_gd(int L) { return (L + DI_NR * DI_WPB - 1) / (DI_NR * DI_WPB); }
+static __host__ __device__ __forceinline__ int ws_pre_gp(int L) { return (L + 127) / 128; }
+
 template <int BF>
 DATTN_DEV void ws_pre_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
-    const int gd = (a.L + DI_NR * DI_WPB - 1) / (DI_NR * DI_WPB), nd = gd * a.H * a.B;
+    const int gd = ws_pre_gd(a.L), nd = gd * a.H * a.B;
     int x = (int)blockIdx.x;
     if (x < nd) {
         bwd_di_rows_body<BF ? 2 : 1>(A, x % gd, (x / gd) % a.H, x / gd / a.H);
         return;
     }
     x -= nd;
-    const int gp = (a.L + 127) / 128;
+    const int gp = ws_pre_gp(a.L);
     ws_planes_body<BF>(A, x % gp, (x / gp) % a.H, x / gp / a.H);
 }
 
 /* blocks of the pre-pass (ws_pre_body): D_i's, then the planes' when pos */
 static int64_t ws_pre_blocks(const dattn_fwd_args &a, int pos)
 {
-    const int64_t bh = (int64_t)a.H * a.B;
-    return (a.L + DI_NR * DI_WPB - 1) / (DI_NR * DI_WPB) * bh + (pos ? (a.L + 127) / 128 * bh : 0);
+    return ((int64_t)ws_pre_gd(a.L) + (pos ? ws_pre_gp(a.L) : 0)) * a.H * a.B;
 }
 
 static_assert(32 * DI_WPB == 128, "bws: the pre-pass's D_i blocks and planes blocks share one block size");
