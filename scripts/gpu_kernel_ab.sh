@@ -18,7 +18,8 @@
 # 32x512,8x2048,2x8192), and bench/gpu_lib_ab.py saves its gradients. A chain of stacked changes
 # is measured in one call that way, each step against the one before it. Writes under $OUT/ab
 # (default gpu-out/ab): summary.txt (steps), dur_<side>.csv (ncu), ratios.txt (per kernel and
-# shape, each side against the one before it, and with --tree the last against the first),
+# shape, the duration and the DRAM bytes read + written, each side against the one before it,
+# and with --tree the last against the first),
 # ab.txt / ab.json (timings and the bitwise gradient comparison, last side against the first)
 # and with --tree ab_<a>_<b>.txt / .json for each step.
 # Other options: --shapes BxL,..., --kernels REGEX, --dry-run (print the steps, run nothing).
@@ -107,10 +108,12 @@ for side in $SIDES; do
   [ -z "$first" ] && first=$tag || second=$tag
   tags="$tags $tag"
   run env DATTN_LIBRARY="$lib" DATTN_CUDA_BWD="$pth" ncu --profile-from-start off -k "regex:$KERNELS" \
-    --section SpeedOfLight -f -o "$O/dur_$tag" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-flash \
+    --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum \
+    -f -o "$O/dur_$tag" python3 bench/gpu_prof_target.py --shapes "$SHAPES" --no-flash \
     >"$O/ncu_$tag.log" 2>&1
   echo "ncu $tag rc=$? at $(($(date +%s) - t0)) s" >>"$S"
-  run ncu --import "$O/dur_$tag.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum >"$O/dur_$tag.csv" 2>&1
+  run ncu --import "$O/dur_$tag.ncu-rep" --page raw --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum >"$O/dur_$tag.csv" 2>&1
   rm -f "$O/dur_$tag.ncu-rep"
   run env DATTN_LIBRARY="$lib" DATTN_CUDA_BWD="$pth" python3 bench/gpu_lib_ab.py run --tag "$tag" --dir "$O/grads" >>"$L" 2>&1
   echo "gradients $tag rc=$? at $(($(date +%s) - t0)) s" >>"$S"
@@ -137,11 +140,18 @@ for pr in $pairs; do
 python3 - "$O" "${pr%%:*}" "${pr#*:}" "$SHAPES" <<'PY' | tee -a "$O/ratios.txt"
 import csv, os, sys
 o, a, b, shapes = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(",")
+MB = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "Tbyte": 1e6}
 def durations(tag):
+    """(kernel, ms, DRAM MB read + written or None) per launch; row 1 of the csv holds the units"""
     rows = list(csv.reader(open(os.path.join(o, f"dur_{tag}.csv"))))
-    h = rows[0]
+    h, u = rows[0], rows[1]
     k, d = h.index("Kernel Name"), h.index("gpu__time_duration.sum")
-    return [(r[k], float(r[d])) for r in rows[2:] if r and len(r) > d]
+    cols = [h.index(m) for m in ("dram__bytes_read.sum", "dram__bytes_write.sum") if m in h]
+    def mb(r):
+        if not cols or any(u[c] not in MB for c in cols):
+            return None
+        return sum(float(r[c].replace(",", "")) * MB[u[c]] for c in cols)
+    return [(r[k], float(r[d]), mb(r)) for r in rows[2:] if r and len(r) > d]
 try:
     da, db = durations(a), durations(b)
 except (OSError, ValueError, IndexError) as e:
@@ -149,24 +159,29 @@ except (OSError, ValueError, IndexError) as e:
 # bench/gpu_prof_target.py runs the shapes in order, one call each: each side's launches split
 # into len(shapes) equal groups (one side may launch a prologue kernel the other has not); within
 # a shape the kernels pair by name, and the call's total compares the two sides
-print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, per shape in the order bench/gpu_prof_target.py ran them:")
+print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, per shape in the order bench/gpu_prof_target.py ran them;")
+print("then DRAM MB read + written, a -> b (ncu's dram__bytes_read / _write):")
+def dram(x, y):
+    return f"  {x:9.1f} -> {y:9.1f} MB" if x is not None and y is not None else ""
 if len(da) % len(shapes) or len(db) % len(shapes):
     sys.exit(f"launch counts {len(da)} / {len(db)} do not split into {len(shapes)} shapes")
 na, nb = len(da) // len(shapes), len(db) // len(shapes)
 for i, sh in enumerate(shapes):
     ga, gb = da[i * na:(i + 1) * na], db[i * nb:(i + 1) * nb]
     rest = list(gb)
-    for ka, ta in ga:
+    for ka, ta, ma in ga:
         m = next((x for x in rest if x[0] == ka), None)
         if m:
             rest.remove(m)
-            print(f"  {sh:8s} {ka[:40]:40s} {ta:10.4f} {m[1]:10.4f}  {m[1] / ta:.4f}x")
+            print(f"  {sh:8s} {ka[:40]:40s} {ta:10.4f} {m[1]:10.4f}  {m[1] / ta:.4f}x{dram(ma, m[2])}")
         else:
             print(f"  {sh:8s} {ka[:40]:40s} {ta:10.4f} {'-':>10s}  (only {a})")
-    for kb, tb in rest:
+    for kb, tb, _ in rest:
         print(f"  {sh:8s} {kb[:40]:40s} {'-':>10s} {tb:10.4f}  (only {b})")
-    sa, sb = sum(t for _, t in ga), sum(t for _, t in gb)
-    print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x")
+    sa, sb = sum(x[1] for x in ga), sum(x[1] for x in gb)
+    ma = None if any(x[2] is None for x in ga) else sum(x[2] for x in ga)
+    mb_ = None if any(x[2] is None for x in gb) else sum(x[2] for x in gb)
+    print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x{dram(ma, mb_)}")
 PY
 done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
