@@ -163,6 +163,8 @@ print(f"ncu kernel durations (ms at ncu's clocks), {b} / {a}, per shape in the o
 print("then DRAM MB read + written, a -> b (ncu's dram__bytes_read / _write):")
 def dram(x, y):
     return f"  {x:9.1f} -> {y:9.1f} MB" if x is not None and y is not None else ""
+def total_mb(g):
+    return None if any(x[2] is None for x in g) else sum(x[2] for x in g)
 if len(da) % len(shapes) or len(db) % len(shapes):
     sys.exit(f"launch counts {len(da)} / {len(db)} do not split into {len(shapes)} shapes")
 na, nb = len(da) // len(shapes), len(db) // len(shapes)
@@ -179,9 +181,7 @@ for i, sh in enumerate(shapes):
     for kb, tb, _ in rest:
         print(f"  {sh:8s} {kb[:40]:40s} {'-':>10s} {tb:10.4f}  (only {b})")
     sa, sb = sum(x[1] for x in ga), sum(x[1] for x in gb)
-    ma = None if any(x[2] is None for x in ga) else sum(x[2] for x in ga)
-    mb_ = None if any(x[2] is None for x in gb) else sum(x[2] for x in gb)
-    print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x{dram(ma, mb_)}")
+    print(f"  {sh:8s} {'all kernels of the call':40s} {sa:10.4f} {sb:10.4f}  {sb / sa:.4f}x{dram(total_mb(ga), total_mb(gb))}")
 PY
 done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
