@@ -76,12 +76,13 @@ skip_named() {
   esac
   old_ifs=$IFS; IFS=$sep
   set -f
+  hit=1
   for entry in ${GPU_CHECK_SKIP:-}; do
-    entry=$(printf '%s' "$entry" | sed 's/^ *//; s/ *$//')
-    if [ -n "$entry" ] && [ "$entry" = "$1" ]; then IFS=$old_ifs; set +f; return 0; fi
+    entry=${entry#"${entry%%[! ]*}"}; entry=${entry%"${entry##*[! ]}"} # (spaces trimmed)
+    [ -n "$entry" ] && [ "$entry" = "$1" ] && hit=0 && break
   done
   IFS=$old_ifs; set +f
-  return 1
+  return $hit
 }
 # step NAME LIMIT_S CMD...: runs CMD with a time limit, output appended to the log,
 # records "NAME status seconds" in the summary.
