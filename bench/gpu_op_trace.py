@@ -87,7 +87,8 @@ def trace(fn, calls, tag):
         if e.name.startswith(tag + "#") and e.device_type == torch.autograd.DeviceType.CPU:
             ranges.append((e.time_range.start, e.time_range.end))
     ranges.sort()
-    dev = [e for e in evs if e.device_type == torch.autograd.DeviceType.CUDA]
+    # (the record_function ranges appear on the device timeline too, as annotations: not device work)
+    dev = [e for e in evs if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith(tag + "#")]
     per_call = []
     for (c0, c1) in ranges:
         mine = [e for e in dev if c0 <= e.time_range.start <= c1]
