@@ -2,7 +2,8 @@
 """DDP check (issue 5): dattn under torch.distributed DistributedDataParallel.
 
 Spawns --nproc processes (default 2; backend nccl, one GPU each, or gloo on the CPU for
-CI). Each builds the same random-weight classifier (DeBERTa-v3-small encoder shape by
+CI; --shared-gpu: gloo with every rank on cuda:0, which runs dattn's CUDA kernels under DDP
+on a one-GPU machine; NCCL refuses two ranks on one GPU, so that is not the NCCL check). Each builds the same random-weight classifier (DeBERTa-v3-small encoder shape by
 default, fp32 weights, no TF32; --tiny: 2 layers of hidden 64), patched with dattn.patch.
 --autocast none|bf16|fp16 (default none: fp32 throughout, today's check unchanged) runs
 every model forward under torch.autocast(dtype) as mixed-precision training does; dattn
@@ -57,7 +58,7 @@ NCCL's NVLink multicast is kept off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_
 NVSHMEM_DISABLE_NVLS=1: set here and inherited by the workers).
 
 Usage:  python3 scripts/ddp_check.py [--backend nccl|gloo] [--autocast none|bf16|fp16]
-                                     [--tiny] [--json PATH]
+                                     [--shared-gpu] [--tiny] [--json PATH]
 JSON (default $OUT/ddp_check.json when $OUT is set): per-parameter worst errors, norms,
 loss curve, dtypes seen by dattn, backward kernels (CUDA, autocast), wall time, devices,
 pass/fail. Exit 1 on failure.
@@ -174,6 +175,10 @@ def _worker(rank, world, args, port, result_path):
     if args.backend == "nccl":
         torch.cuda.set_device(rank)
         device = torch.device("cuda", rank)
+    elif args.shared_gpu:
+        torch.set_num_threads(1)
+        torch.cuda.set_device(0)
+        device = torch.device("cuda", 0)
     else:
         torch.set_num_threads(1)
         device = torch.device("cpu")
@@ -342,7 +347,9 @@ def _run(rank, world, args, device, result_path):
         res = dict(
             what="DDP with dattn: gradients vs single device, then DDP training",
             backend=args.backend, world_size=world,
-            devices=[torch.cuda.get_device_name(i) for i in range(world)] if device.type == "cuda" else ["cpu"] * world,
+            devices=([torch.cuda.get_device_name(device)] * world if args.shared_gpu else
+                     [torch.cuda.get_device_name(i) for i in range(world)]) if device.type == "cuda" else ["cpu"] * world,
+            shared_gpu=bool(args.shared_gpu),
             torch=torch.__version__,
             env={k: os.environ.get(k) for k in ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST",
                                                 "NVSHMEM_DISABLE_NVLS")},
@@ -364,6 +371,9 @@ def main(argv=None):
     ap.add_argument("--backend", choices=["nccl", "gloo"], default=None,
                     help="default: nccl when >= nproc GPUs are visible, else gloo")
     ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--shared-gpu", action="store_true",
+                    help="gloo with every rank on cuda:0: dattn's CUDA path under DDP on one GPU "
+                    "(where no 2-GPU machine is lent; not the NCCL check)")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--autocast", choices=list(AMP), default="none",
                     help="torch.autocast dtype of the forwards (none: fp32, the default)")
@@ -386,7 +396,13 @@ def main(argv=None):
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     if args.backend is None:
-        args.backend = "nccl" if torch.cuda.device_count() >= args.nproc else "gloo"
+        args.backend = "nccl" if torch.cuda.device_count() >= args.nproc and not args.shared_gpu else "gloo"
+    if args.shared_gpu and args.backend == "nccl":
+        print("ddp_check: --shared-gpu runs gloo (NCCL refuses two ranks on one GPU)")
+        return 2
+    if args.shared_gpu and not torch.cuda.is_available():
+        print("ddp_check: --shared-gpu needs a CUDA device")
+        return 2
     if args.backend == "nccl" and torch.cuda.device_count() < args.nproc:
         print(f"ddp_check: nccl needs {args.nproc} GPUs, {torch.cuda.device_count()} visible")
         return 2
@@ -399,7 +415,8 @@ def main(argv=None):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     if os.path.exists(path):
         os.remove(path)
-    print(f"ddp_check: {args.nproc} ranks, backend {args.backend}, "
+    print(f"ddp_check: {args.nproc} ranks, backend {args.backend}"
+          f"{' (all on cuda:0)' if args.shared_gpu else ''}, "
           f"{'tiny' if args.tiny else 'v3-small-shaped'} "
           f"{'fp32' if args.autocast == 'none' else 'autocast ' + args.autocast}, global batch {args.global_batch}, "
           f"L={args.length}", flush=True)

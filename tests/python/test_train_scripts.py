@@ -1,12 +1,16 @@
 """CPU smoke tests of the training scripts the GPU runner uses (issue 5):
 scripts/finetune_e2e.py (tiny model, 5 steps) and scripts/ddp_check.py (2 processes,
-gloo, tiny model), so that CI covers their logic."""
+gloo, tiny model), so that CI covers their logic; on a CUDA machine also ddp_check.py's
+--shared-gpu mode (two gloo ranks on one GPU: the CUDA kernels under DDP)."""
 
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -81,6 +85,40 @@ def test_ddp_check_gloo_bf16_autocast(tmp_path):
     assert "fast_bwd" not in r["gates"] and r["fast_bwd"]["why_not"] == "not on CUDA"
     assert set(r["gates"]) == {"grads_match", "loss_decreased", "ranks_in_sync", "dattn_ran",
                                "dattn_dtype"}
+
+
+def test_ddp_check_shared_gpu_refusals(tmp_path):
+    """--shared-gpu is gloo on cuda:0: it refuses NCCL (which will not put two ranks on one
+    GPU) and, without a CUDA device, says so instead of spawning workers."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, str(ROOT / "scripts" / "ddp_check.py"), "--shared-gpu", "--tiny",
+           "--json", str(tmp_path / "x.json")]
+    p = subprocess.run(cmd + ["--backend", "nccl"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "NCCL refuses two ranks on one GPU" in p.stdout, p.stdout + p.stderr
+    if not torch.cuda.is_available():
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "--shared-gpu needs a CUDA device" in p.stdout, p.stdout + p.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device visible to torch")
+@pytest.mark.parametrize("autocast", ["none", "bf16"])
+def test_ddp_check_shared_gpu_cuda(tmp_path, autocast):
+    """Two gloo ranks on one GPU: dattn's CUDA kernels under DDP give the single-device
+    gradients of the global batch (fp32: 1e-5 relative; bf16 autocast: its tolerance, with the
+    tensor-core backward checked by the fast_bwd gate), and the ranks stay in sync."""
+    out = tmp_path / "ddp.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ddp_check.py"), "--shared-gpu",
+                        "--tiny", "--autocast", autocast, "--json", str(out)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["ok"] and r["shared_gpu"] and r["backend"] == "gloo" and r["world_size"] == 2
+    assert r["gates"]["ranks_in_sync"] and r["gates"]["dattn_ran"]
+    assert r["grad_check"]["max_rel"] <= (1e-5 if autocast == "none" else 5e-2)
 
 
 def _train_bench():
