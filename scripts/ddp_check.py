@@ -210,7 +210,7 @@ def _run(rank, world, args, device, result_path):
     state = {k: v.clone() for k, v in model.state_dict().items()}
     model = model.to(device).train()
     dattn.patch(model)
-    ddp = DDP(model, device_ids=[rank] if device.type == "cuda" else None)
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     G = args.global_batch
     assert G % world == 0, "--global-batch must be a multiple of the number of ranks"
