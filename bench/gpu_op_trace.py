@@ -63,11 +63,12 @@ def union_us(iv):
 
 
 def device_kind(name):
+    """'memset', 'memcpy' or 'kernel' for a device activity's name (CUPTI names memory
+    operations "Memset (Device)", "Memcpy DtoD (Device -> Device)", ...)."""
     n = name.lower()
-    if n.startswith("memset") or "memset" in n:
-        return "memset"
-    if n.startswith("memcpy") or "memcpy" in n:
-        return "memcpy"
+    for k in ("memset", "memcpy"):
+        if k in n:
+            return k
     return "kernel"
 
 

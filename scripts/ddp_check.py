@@ -3,8 +3,9 @@
 
 Spawns --nproc processes (default 2; backend nccl, one GPU each, or gloo on the CPU for
 CI; --shared-gpu: gloo with every rank on cuda:0, which runs dattn's CUDA kernels under DDP
-on a one-GPU machine; NCCL refuses two ranks on one GPU, so that is not the NCCL check). Each builds the same random-weight classifier (DeBERTa-v3-small encoder shape by
-default, fp32 weights, no TF32; --tiny: 2 layers of hidden 64), patched with dattn.patch.
+on a one-GPU machine; NCCL refuses two ranks on one GPU, so that is not the NCCL check).
+Each builds the same random-weight classifier (DeBERTa-v3-small encoder shape by default,
+fp32 weights, no TF32; --tiny: 2 layers of hidden 64), patched with dattn.patch.
 --autocast none|bf16|fp16 (default none: fp32 throughout, today's check unchanged) runs
 every model forward under torch.autocast(dtype) as mixed-precision training does; dattn
 then computes in that dtype (q/k/v arrive as bf16/fp16), so on an H200 the tensor-core

@@ -121,6 +121,20 @@ def test_ddp_check_shared_gpu_cuda(tmp_path, autocast):
     assert r["grad_check"]["max_rel"] <= (1e-5 if autocast == "none" else 5e-2)
 
 
+def test_op_trace_helpers():
+    """bench/gpu_op_trace.py's interval union (overlaps once, touching intervals join, order
+    free) and its split of device activities into kernels and memory operations."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_op_trace as ot
+
+    assert ot.union_us([]) == 0
+    assert ot.union_us([(0, 10), (5, 12), (20, 25), (21, 22), (12, 13)]) == 18
+    assert ot.union_us([(30, 31), (0, 2)]) == 3
+    assert ot.device_kind("Memset (Device)") == "memset"
+    assert ot.device_kind("Memcpy DtoD (Device -> Device)") == "memcpy"
+    assert ot.device_kind("dattn_bwd_ws_f16_d64_kv0") == "kernel"
+
+
 def _train_bench():
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_train_bench
