@@ -143,6 +143,39 @@ def pinned(path, fn):
         os.environ.pop("DATTN_CUDA_BWD", None)
 
 
+def op_cell(B, L, H, D, S, device="cuda"):
+    """The target cell's inputs and calls (also bench/gpu_op_trace.py's): fp16 q, k, v [B, L, H,
+    D], tables pk, pq [H, 2 S, D] (all requiring grad), dout, from a generator seeded B * L; fwd
+    (dattn, no grad), fwdbwd (dattn through autograd), and flash (SDPA's flash backend fwd+bwd on
+    the same q, k, v, dout in [B, H, L, D]: qt, kt, vt, dt)."""
+    import types
+    g = torch.Generator(device=device).manual_seed(B * L)
+    q, k, v = (torch.randn(B, L, H, D, device=device, dtype=torch.float16, generator=g)
+               .requires_grad_() for _ in range(3))
+    pk, pq = (torch.randn(H, 2 * S, D, device=device, dtype=torch.float16, generator=g)
+              .requires_grad_() for _ in range(2))
+    dout = torch.randn(B, L, H, D, device=device, dtype=torch.float16, generator=g)
+
+    def fwd():
+        with torch.no_grad():
+            ops.attention(q, k, v, pk, pq)
+
+    def fwdbwd():
+        out = ops.attention(q, k, v, pk, pq)
+        torch.autograd.grad(out, (q, k, v, pk, pq), dout)
+
+    qt, kt, vt = (t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
+    dt = dout.transpose(1, 2).contiguous()
+
+    def flash():
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
+            o = F.scaled_dot_product_attention(qt, kt, vt)
+        torch.autograd.grad(o, (qt, kt, vt), dt)
+
+    return types.SimpleNamespace(q=q, k=k, v=v, pk=pk, pq=pq, dout=dout, qt=qt, kt=kt, vt=vt, dt=dt,
+                                 fwd=fwd, fwdbwd=fwdbwd, flash=flash)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
@@ -153,28 +186,9 @@ def main():
     rows = []
     old = os.environ.pop("DATTN_CUDA_BWD", None)  # restored at the end
     for B, L in shapes:
-        g = torch.Generator(device="cuda").manual_seed(B * L)
-        q, k, v = (torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
-                   .requires_grad_() for _ in range(3))
-        pk, pq = (torch.randn(H, 2 * S, D, device="cuda", dtype=torch.float16, generator=g)
-                  .requires_grad_() for _ in range(2))
-        dout = torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
-
-        def fwd():
-            with torch.no_grad():
-                ops.attention(q, k, v, pk, pq)
-
-        def fwdbwd():
-            out = ops.attention(q, k, v, pk, pq)
-            torch.autograd.grad(out, (q, k, v, pk, pq), dout)
-
-        qt, kt, vt = (t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
-        dt = dout.transpose(1, 2).contiguous()
-
-        def flash():
-            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-                o = F.scaled_dot_product_attention(qt, kt, vt)
-            torch.autograd.grad(o, (qt, kt, vt), dt)
+        c = op_cell(B, L, H, D, S)
+        q, k, v, pk, pq, dout, qt, kt, vt, dt = c.q, c.k, c.v, c.pk, c.pq, c.dout, c.qt, c.kt, c.vt, c.dt
+        fwd, fwdbwd, flash = c.fwd, c.fwdbwd, c.flash
 
         def grads():
             out = ops.attention(q, k, v, pk, pq)
@@ -353,7 +367,7 @@ def main():
               f"{g_bitwise}; nopos bwd {diag['dattn_nopos_tc3g_bwd_ms']:.3f} (default {diag['dattn_nopos_bwd_ms']:.3f})",
               flush=True)
         del g0, gb, g2, g3, gp, gk, g3s, gc, gd, ge, gg
-        del q, k, v, pk, pq, dout, qt, kt, vt, dt
+        del c, q, k, v, pk, pq, dout, qt, kt, vt, dt, fwd, fwdbwd, flash
         torch.cuda.empty_cache()
     if old is not None:
         os.environ["DATTN_CUDA_BWD"] = old

@@ -28,9 +28,9 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
 
-from dattn import ops
+from gpu_bwd_bench import op_cell  # the target cell's inputs and calls, as bwd-bench times them
+from gpu_train_bench import interval_union_ns as union_us  # (any time unit)
 
 
 def event_ms(fn, reps):
@@ -45,21 +45,6 @@ def event_ms(fn, reps):
         torch.cuda.synchronize()
         ts.append(a.elapsed_time(b))
     return statistics.median(ts)
-
-
-def union_us(iv):
-    """Total length of the union of [start, end) intervals (us)."""
-    tot, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(iv):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                tot += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        tot += cur_e - cur_s
-    return tot
 
 
 def device_kind(name):
@@ -146,28 +131,8 @@ def main():
            "H": H, "D": D, "S": S, "dtype": "float16", "shapes": []}
     for sh in args.shapes.split(","):
         B, L = (int(x) for x in sh.split("x"))
-        g = torch.Generator(device="cuda").manual_seed(B * L)
-        q, k, v = (torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
-                   .requires_grad_() for _ in range(3))
-        pk, pq = (torch.randn(H, 2 * S, D, device="cuda", dtype=torch.float16, generator=g)
-                  .requires_grad_() for _ in range(2))
-        dout = torch.randn(B, L, H, D, device="cuda", dtype=torch.float16, generator=g)
-
-        def fwdbwd():
-            o = ops.attention(q, k, v, pk, pq)
-            torch.autograd.grad(o, (q, k, v, pk, pq), dout)
-
-        def fwd():
-            with torch.no_grad():
-                ops.attention(q, k, v, pk, pq)
-
-        qt, kt, vt = (t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v))
-        dt = dout.transpose(1, 2).contiguous()
-
-        def flash():
-            with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-                o = F.scaled_dot_product_attention(qt, kt, vt)
-            torch.autograd.grad(o, (qt, kt, vt), dt)
+        c = op_cell(B, L, H, D, S)
+        fwdbwd, fwd, flash = c.fwdbwd, c.fwd, c.flash
 
         row = {"B": B, "L": L}
         for name, fn in (("dattn_fwdbwd", fwdbwd), ("dattn_fwd", fwd), ("flash_fwdbwd", flash)):

@@ -122,8 +122,9 @@ def test_ddp_check_shared_gpu_cuda(tmp_path, autocast):
 
 
 def test_op_trace_helpers():
-    """bench/gpu_op_trace.py's interval union (overlaps once, touching intervals join, order
-    free) and its split of device activities into kernels and memory operations."""
+    """bench/gpu_op_trace.py's interval union (gpu_train_bench's, imported: overlaps once,
+    touching intervals join, order free) and its split of device activities into kernels and
+    memory operations."""
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_op_trace as ot
 
