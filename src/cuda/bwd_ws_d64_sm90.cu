@@ -710,6 +710,13 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             }
             mbar_arrive(empty0 + 8 * s); /* the stage is free (its reads completed at the wait above) */
         }
+        /* The row block's end. Only the saturated rows' dX-gradient sums read X (shared memory), so
+         * they come first and the consumers then release X, Z and the rings (xempty), letting the
+         * producer's copies of the next block's X and Z start; the work with global-memory latency
+         * (the saturated table rows' dX terms, the saturated partials' read-modify-write, the dX /
+         * dV stores) runs while those copies are in flight. The same operations in the same order
+         * per value as before: the same bits. */
+        float sacc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
         if (pos) {
             /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
             for (int sd = 0; sd < 2; sd++)
@@ -717,17 +724,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 1);
                     rs[sd][i] += __shfl_xor_sync(0xffffffffu, rs[sd][i], 2);
                 }
-            /* dX += rs . TR[sat side] (side 0: r <= -R, slot sat_neg; side 1: sat_pos) */
-            const uint16_t *t0 = WS_TR + (int64_t)a.sat_neg * WS_TRS, *t1 = WS_TR + (int64_t)a.sat_pos * WS_TRS;
-            for (int nb = 0; nb < 8; nb++)
-                for (int e = 0; e < 4; e++) {
-                    const int d = 8 * nb + 2 * c + (e & 1);
-                    dx[nb][e] += rs[0][e >> 1] * h2f<BF>(t0[d]) + rs[1][e >> 1] * h2f<BF>(t1[d]);
-                }
             /* the saturated slots' table gradient of the warp's 16 rows: lane l, columns 2 l, 2 l +
-             * 1, rows in order (row rr's sums come from lane 4 (rr & 7), half rr >> 3), added to the
-             * warp's partial (times 1 / scale; its only writer) */
-            float sacc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
+             * 1, rows in order (row rr's sums come from lane 4 (rr & 7), half rr >> 3) */
             for (int rr = 0; rr < 16; rr++) {
                 const int row = 64 * cw + 16 * warp + rr;
                 const float s0 = __shfl_sync(0xffffffffu, rr < 8 ? rs[0][0] : rs[0][1], 4 * (rr & 7));
@@ -739,13 +737,23 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                     sacc[1][e] = fmaf(s1, x, sacc[1][e]);
                 }
             }
+        }
+        mbar_arrive(xempty); /* this row block's X, Z and ring reads are done */
+        if (pos) {
+            /* dX += rs . TR[sat side] (side 0: r <= -R, slot sat_neg; side 1: sat_pos) */
+            const uint16_t *t0 = WS_TR + (int64_t)a.sat_neg * WS_TRS, *t1 = WS_TR + (int64_t)a.sat_pos * WS_TRS;
+            for (int nb = 0; nb < 8; nb++)
+                for (int e = 0; e < 4; e++) {
+                    const int d = 8 * nb + 2 * c + (e & 1);
+                    dx[nb][e] += rs[0][e >> 1] * h2f<BF>(t0[d]) + rs[1][e >> 1] * h2f<BF>(t1[d]);
+                }
+            /* added to the warp's saturated partial (times 1 / scale; its only writer) */
             for (int sd = 0; sd < 2; sd++) {
                 float2 *q = (float2 *)(WS_SP + 64 * sd + 2 * lane);
                 const float2 o = *q;
                 *q = make_float2(fmaf(sacc[sd][0], A.inv_scale, o.x), fmaf(sacc[sd][1], A.inv_scale, o.y));
             }
         }
-        mbar_arrive(xempty); /* this row block's X, Z and ring reads are done */
         uint16_t *ox = (uint16_t *)(KV ? A.dk : A.dq);
         const int64_t osb = KV ? A.dk_sb : A.dq_sb, osl = KV ? A.dk_sl : A.dq_sl, osh = KV ? A.dk_sh : A.dq_sh;
         for (int i = 0; i < 2; i++) {
