@@ -530,6 +530,18 @@ static void sweep_ws(void)
     set_pos(&c, 2);
     c.variant = LY_TRANS; /* (LY_PADDED's unaligned bases: no TMA map, the tensor-core path) */
     run_b(&c, NULL, NULL, 0);
+    /* the pre-pass by token rows (ws_pre2, H <= 16, heads contiguous; H 33 above and LY_TRANS
+     * take ws_pre): H 12, three whole rounds of 16-byte chunks a row; H 16, its largest H; H 5,
+     * a round that ends inside the warp, fused q / k / v rows, saturation */
+    c = mk(DATTN_F16, 2, 130, 12, 64);
+    run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_BF16, 1, 70, 16, 64);
+    c.mask = MK_RIGHT;
+    run_b(&c, NULL, NULL, 0);
+    c = mk(DATTN_F16, 2, 65, 5, 64);
+    c.variant = LY_FUSED;
+    set_pos(&c, 2);
+    run_b(&c, NULL, NULL, 0);
     /* dropout (the keep words from the producer warps; ref64 applies the same Philox mask): L
      * across tiles, every position kind and none, the mappable layouts, masks with both
      * padded-row modes (HF padded rows with dropout: their dv term in the dkdv kernel's tiles);
@@ -954,6 +966,8 @@ int main(int argc, char **argv)
         set_pos(&c, 2);
         run(&c, NULL, 1);
         c = mk(DATTN_BF16, 2, 200, 88, 64); /* ws: G = 1, four row blocks per CTA, v3 band */
+        run(&c, NULL, 0);
+        c = mk(DATTN_F16, 2, 130, 12, 64); /* ws, H 12: the pre-pass by token rows, whole rounds */
         run(&c, NULL, 0);
         c = mk(DATTN_F16, 2, 150, 2, 64); /* ws with dropout, saturation */
         c.dropout = 0.2f;

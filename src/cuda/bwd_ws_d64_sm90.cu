@@ -913,6 +913,118 @@ extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre_bf16(const __
     ws_pre_body<1>(A);
 }
 
+/* The pre-pass by token rows (ws_pre2; the launcher's choice where it can: H <= 16, every head
+ * of a row of dout, out, q and k contiguous (head stride 64) and 16-byte aligned). ws_pre's
+ * blocks read one head of 8-32 rows each: 128-byte pieces 1.5 KB apart (H 12), which ncu
+ * measured at 61 us a call at 16K tokens x 12 heads, 100 MB read: ~1.6 TB/s (chain5 call1). Here
+ * a warp reads whole token rows, all heads, of the four tensors (lane l: the 16-byte chunks l, l +
+ * 32, ..., chunk c = 8 elements of head c >> 3), each lane's partial sums over its 8 elements,
+ * then a butterfly over the 8 lanes of a head: D_i and, with position terms, the four planes
+ * (the saturated rows of pk, pq of every head in shared memory as floats). A fixed order (not
+ * ws_pre's): deterministic, and the same values up to rounding. WS_P2_RPW rows per warp, 4 warps
+ * a block. */
+#define WS_P2_RPW 8
+
+template <int BF, int POS>
+DATTN_DEV void ws_pre2_body(const dattn_bwd_args &A)
+{
+    const dattn_fwd_args &a = A.f;
+    __shared__ float ts[2][16][2][64]; /* [which: pk, pq][h][side][d] */
+    const int H = a.H, nch = 8 * H, lane = threadIdx.x & 31;
+    if (POS) {
+        for (int i = threadIdx.x; i < 2 * H * 128; i += blockDim.x) {
+            const int w = i / (H * 128), h = (i >> 7) % H, side = (i >> 6) & 1, d = i & 63;
+            const uint16_t *t = (const uint16_t *)(w ? a.pq : a.pk) + (int64_t)h * (w ? a.pq_sh : a.pk_sh);
+            ts[w][h][side][d] = h2f<BF>(t[(int64_t)(side ? a.sat_pos : a.sat_neg) * (w ? a.pq_ss : a.pk_ss) + d]);
+        }
+        __syncthreads();
+    }
+    const int64_t NR = a.packed ? A.T : (int64_t)a.B * a.L;
+    const int64_t r0 = ((int64_t)blockIdx.x * 4 + (threadIdx.x >> 5)) * WS_P2_RPW;
+    for (int64_t r = r0; r < r0 + WS_P2_RPW && r < NR; r++) {
+        /* (padded: row i of sequence b; packed: token r, the strides' b part 0) */
+        const int64_t b = a.packed ? 0 : r / a.L, i = a.packed ? r : r % a.L;
+        const uint16_t *pg = (const uint16_t *)A.dout + b * A.do_sb + i * A.do_sl;
+        const uint16_t *po = (const uint16_t *)a.out + b * a.o_sb + i * a.o_sl;
+        const uint16_t *pq = (const uint16_t *)a.q + b * a.q_sb + i * a.q_sl;
+        const uint16_t *pk = (const uint16_t *)a.k + b * a.k_sb + i * a.k_sl;
+        uint4 xg[4], xo[4], xq[4], xk[4];
+        const uint4 z = {0u, 0u, 0u, 0u};
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            const int c = lane + 32 * m, ok = c < nch;
+            xg[m] = ok ? *(const uint4 *)(pg + 8 * c) : z;
+            xo[m] = ok ? *(const uint4 *)(po + 8 * c) : z;
+            xq[m] = POS && ok ? *(const uint4 *)(pq + 8 * c) : z;
+            xk[m] = POS && ok ? *(const uint4 *)(pk + 8 * c) : z;
+        }
+#pragma unroll
+        for (int m = 0; m < 4; m++) {
+            if (32 * m >= nch) break;
+            const int c = lane + 32 * m, h = c >> 3 < H ? c >> 3 : H - 1, d0 = 8 * (c & 7);
+            const uint32_t g[4] = {xg[m].x, xg[m].y, xg[m].z, xg[m].w}, o[4] = {xo[m].x, xo[m].y, xo[m].z, xo[m].w};
+            const uint32_t qv[4] = {xq[m].x, xq[m].y, xq[m].z, xq[m].w}, kv[4] = {xk[m].x, xk[m].y, xk[m].z, xk[m].w};
+            float sd = 0.f, sr0 = 0.f, sr1 = 0.f, sc0 = 0.f, sc1 = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                const int sh = 16 * (e & 1);
+                sd = fmaf(h2f<BF>((uint16_t)(g[e >> 1] >> sh)), h2f<BF>((uint16_t)(o[e >> 1] >> sh)), sd);
+                if (POS) {
+                    const float xq_ = h2f<BF>((uint16_t)(qv[e >> 1] >> sh)), xk_ = h2f<BF>((uint16_t)(kv[e >> 1] >> sh));
+                    sr0 = fmaf(xq_, ts[0][h][0][d0 + e], sr0);
+                    sr1 = fmaf(xq_, ts[0][h][1][d0 + e], sr1);
+                    sc0 = fmaf(xk_, ts[1][h][0][d0 + e], sc0);
+                    sc1 = fmaf(xk_, ts[1][h][1][d0 + e], sc1);
+                }
+            }
+#pragma unroll
+            for (int x = 1; x < 8; x <<= 1) {
+                sd += __shfl_xor_sync(0xffffffffu, sd, x);
+                if (POS) {
+                    sr0 += __shfl_xor_sync(0xffffffffu, sr0, x);
+                    sr1 += __shfl_xor_sync(0xffffffffu, sr1, x);
+                    sc0 += __shfl_xor_sync(0xffffffffu, sc0, x);
+                    sc1 += __shfl_xor_sync(0xffffffffu, sc1, x);
+                }
+            }
+            if ((lane & 7) == 0 && c < nch) {
+                const int64_t wr = a.packed ? (int64_t)h * A.T + i : (b * H + h) * a.L + i;
+                A.di[wr] = sd;
+                if (POS) {
+                    *(float2 *)(A.rsat + 2 * wr) = make_float2(sr0, sr1);
+                    *(float2 *)(A.csat + 2 * wr) = make_float2(sc0, sc1);
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre2_f16(const __grid_constant__ dattn_bwd_args A)
+{
+    if (A.f.c2p) ws_pre2_body<0, 1>(A);
+    else ws_pre2_body<0, 0>(A);
+}
+
+extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre2_bf16(const __grid_constant__ dattn_bwd_args A)
+{
+    if (A.f.c2p) ws_pre2_body<1, 1>(A);
+    else ws_pre2_body<1, 0>(A);
+}
+
+/* whether ws_pre2 can serve the call: H <= 16 (its shared tables), and dout, out, q, k (the
+ * latter two with position terms) with contiguous heads (stride 64) whose rows start 16-byte
+ * aligned */
+static int ws_pre2_ok(const dattn_bwd_args *A)
+{
+    const dattn_fwd_args &a = A->f;
+    auto rows16 = [](const void *p, int64_t sb, int64_t sl, int64_t sh) {
+        return ((uintptr_t)p & 15u) == 0 && sb % 8 == 0 && sl % 8 == 0 && sh == 64;
+    };
+    return a.H >= 1 && a.H <= 16 && rows16(A->dout, A->do_sb, A->do_sl, A->do_sh) &&
+           rows16(a.out, a.o_sb, a.o_sl, a.o_sh) &&
+           (!a.c2p || (rows16(a.q, a.q_sb, a.q_sl, a.q_sh) && rows16(a.k, a.k_sb, a.k_sl, a.k_sh)));
+}
+
 /* hfv[b][h][d] = (1 / L) x the sum of dout[b, i, h, d] over the padded query rows i < L (mask 0),
  * i ascending: HF padded rows' softmax is uniform over all L keys, so each key row's dv gets
  * this; one thread per d, block (h, b) */
@@ -1165,11 +1277,18 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
             return cudaErrorNotSupported;
     cudaError_t e;
     {
-        /* D_i and the planes (ws_pre_body) */
-        const int64_t nb = ws_pre_blocks(a, a.c2p);
-        if (nb > 0x7fffffff) return cudaErrorNotSupported;
-        if (bf) dattn_bwd_ws_pre_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
-        else dattn_bwd_ws_pre_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+        /* D_i and the planes (ws_pre2_body by token rows where it can, else ws_pre_body) */
+        if (ws_pre2_ok(A)) {
+            const int64_t nr = a.packed ? A->T : (int64_t)a.B * a.L, nb = (nr + 4 * WS_P2_RPW - 1) / (4 * WS_P2_RPW);
+            if (nb > 0x7fffffff) return cudaErrorNotSupported;
+            if (bf) dattn_bwd_ws_pre2_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+            else dattn_bwd_ws_pre2_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+        } else {
+            const int64_t nb = ws_pre_blocks(a, a.c2p);
+            if (nb > 0x7fffffff) return cudaErrorNotSupported;
+            if (bf) dattn_bwd_ws_pre_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+            else dattn_bwd_ws_pre_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
+        }
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (a.mask && a.hf && !a.drop_thr) {
