@@ -53,8 +53,9 @@
  * The last column tile of the dq kernel masks keys past L (-inf); the dkdv kernel's row block
  * that crosses L zeroes the P / dS of its keys past L (their rows of X are zeros anyway).
  *
- * Before, in one launch (dattn_bwd_ws_pre): D_i (bwd_di.cuh) and the saturated planes (q_i .
- * pk[sat] and k_j . pq[sat], fp32, into the rsat / csat workspace rows). After: the table
+ * Before, in one launch (dattn_bwd_ws_pre2 by whole token rows where heads are contiguous and H
+ * <= 16, else dattn_bwd_ws_pre): D_i and the saturated planes (q_i . pk[sat] and k_j . pq[sat],
+ * fp32, into the rsat / csat workspace rows). After: the table
  * reduce (two launches: the groups' row-frame partials summed per row r', in place, then per
  * table, slot and d the row sums over the slot's r range (the map is monotone) plus the
  * saturated partials, in a fixed order, into dpk / dpq).
