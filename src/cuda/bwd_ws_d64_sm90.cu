@@ -935,7 +935,8 @@ DATTN_DEV void ws_pre2_body(const dattn_bwd_args &A)
      * 16-byte loads (in d order, 8 lanes' 32-byte pieces of one head would share 4 banks x 2:
      * ncu measured the first form, 8-way conflicts on each of its 32 scalar loads a round, at 54
      * us) */
-    __shared__ __align__(16) float ts[2][16][2][64];
+    __shared__ float4 ts4[2][16][2][16]; /* (float4: 16-byte aligned) */
+    float(*ts)[16][2][64] = reinterpret_cast<float(*)[16][2][64]>(&ts4[0][0][0][0]);
     const int H = a.H, nch = 8 * H, lane = threadIdx.x & 31;
     if (POS) {
         for (int i = threadIdx.x; i < 2 * H * 128; i += blockDim.x) {
