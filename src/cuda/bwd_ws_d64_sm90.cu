@@ -915,15 +915,15 @@ extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre_bf16(const __
 }
 
 /* The pre-pass by token rows (ws_pre2; the launcher's choice where it can: H <= 16, every head
- * of a row of dout, out, q and k contiguous (head stride 64) and 16-byte aligned). ws_pre's
- * blocks read one head of 8-32 rows each: 128-byte pieces 1.5 KB apart (H 12), which ncu
- * measured at 61 us a call at 16K tokens x 12 heads, 100 MB read: ~1.6 TB/s (chain5 call1). Here
- * a warp reads whole token rows, all heads, of the four tensors (lane l: the 16-byte chunks l, l +
- * 32, ..., chunk c = 8 elements of head c >> 3), each lane's partial sums over its 8 elements,
- * then a butterfly over the 8 lanes of a head: D_i and, with position terms, the four planes
- * (the saturated rows of pk, pq of every head in shared memory as floats). A fixed order (not
+ * of a row of dout, out, q and k contiguous (head stride 64) and 16-byte aligned). A warp reads
+ * whole token rows, all heads, of the four tensors (lane l: the 16-byte chunks l, l + 32, ...,
+ * chunk c = 8 elements of head c >> 3), each lane's partial sums over its 8 elements, then a
+ * butterfly over the 8 lanes of a head: D_i and, with position terms, the four planes (the
+ * saturated rows of pk, pq of every head in shared memory as floats). A fixed order (not
  * ws_pre's): deterministic, and the same values up to rounding. WS_P2_RPW rows per warp, 4 warps
- * a block. */
+ * a block. Measured at 16K tokens x 12 heads (H100, NOTES "pre3 and the merge"): ~50 us a call
+ * against ws_pre's ~55-61 us (one head of 8-32 rows a block), for 100 MB read: still far from
+ * bandwidth, bound by latency (the table prologue, one row's loads in flight per warp). */
 #define WS_P2_RPW 8
 
 template <int BF, int POS>
@@ -932,9 +932,8 @@ DATTN_DEV void ws_pre2_body(const dattn_bwd_args &A)
     const dattn_fwd_args &a = A.f;
     /* [which: pk, pq][h][side][64]: d = 8 j + 4 f + t at 32 f + 4 j + t, so that the 8 lanes of a
      * head (chunks j = 0..7) read half f of their chunks as one conflict-free 128-byte row of
-     * 16-byte loads (in d order, 8 lanes' 32-byte pieces of one head would share 4 banks x 2:
-     * ncu measured the first form, 8-way conflicts on each of its 32 scalar loads a round, at 54
-     * us) */
+     * 16-byte loads (in d order, 32 scalar loads a round with 8-way bank conflicts: 54 us by ncu;
+     * this order ~51 us in a profiler trace, so the conflicts were a small part) */
     __shared__ float4 ts4[2][16][2][16]; /* (float4: 16-byte aligned) */
     float(*ts)[16][2][64] = reinterpret_cast<float(*)[16][2][64]>(&ts4[0][0][0][0]);
     const int H = a.H, nch = 8 * H, lane = threadIdx.x & 31;
