@@ -22,11 +22,13 @@
 # and with --tree the last against the first),
 # ab.txt / ab.json (timings and the bitwise gradient comparison, last side against the first)
 # and with --tree ab_<a>_<b>.txt / .json for each step.
-# Other options: --shapes BxL,..., --kernels REGEX, --dry-run (print the steps, run nothing).
+# Other options: --shapes BxL,..., --kernels REGEX, --dry-run (print the steps, run nothing),
+# --pack (at the end, ab/ goes whole into $OUT/ab.tgz and keeps ratios.txt, ab.txt and
+# summary.txt: the device tool brings back at most 8 files a call; scripts/pack_out.sh).
 set -u
 OUT=${OUT:-gpu-out}
 O=$OUT/ab
-BASE="" PATHS="" TREES="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0
+BASE="" PATHS="" TREES="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0 PACK=0
 while [ $# -gt 0 ]; do
   case $1 in
     --base) BASE=$2; shift ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     --shapes) SHAPES=$2; shift ;;
     --kernels) KERNELS=$2; shift ;;
     --dry-run) DRY=1 ;;
+    --pack) PACK=1 ;;
     *) echo "gpu_kernel_ab.sh: unknown argument $1 (see the header)" >&2; exit 2 ;;
   esac
   shift
@@ -134,7 +137,10 @@ if [ $CHAIN -eq 1 ]; then
   pairs="$pairs $first:$second"
 fi
 rm -f "$O"/grads/*_grads.pt
-[ $DRY -eq 1 ] && exit 0
+if [ $DRY -eq 1 ]; then
+  [ $PACK -eq 1 ] && echo "+ sh scripts/pack_out.sh $O ratios.txt ab.txt summary.txt" >&3
+  exit 0
+fi
 : >"$O/ratios.txt"
 for pr in $pairs; do
 python3 - "$O" "${pr%%:*}" "${pr#*:}" "$SHAPES" <<'PY' | tee -a "$O/ratios.txt"
@@ -187,3 +193,5 @@ done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 cat "$S"
 tail -9 "$O/ab.txt"
+[ $PACK -eq 1 ] && sh "$(dirname "$0")/pack_out.sh" "$O" ratios.txt ab.txt summary.txt
+exit 0
