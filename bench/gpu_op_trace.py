@@ -29,22 +29,8 @@ import sys
 
 import torch
 
-from gpu_bwd_bench import op_cell  # the target cell's inputs and calls, as bwd-bench times them
+from gpu_bwd_bench import op_cell, timed  # the target cell's inputs and calls, and bwd-bench's event timing
 from gpu_train_bench import interval_union_ns as union_us  # (any time unit)
-
-
-def event_ms(fn, reps):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
 
 
 def device_kind(name):
@@ -137,7 +123,7 @@ def main():
         row = {"B": B, "L": L}
         for name, fn in (("dattn_fwdbwd", fwdbwd), ("dattn_fwd", fwd), ("flash_fwdbwd", flash)):
             try:
-                r = {"wall_ms": event_ms(fn, args.reps)}
+                r = {"wall_ms": timed(fn, args.reps, float("inf"))}
                 r.update(trace(fn, args.calls, name))
             except Exception as exc:  # one side failing keeps the others' figures
                 r = {"wall_ms": float("nan"), "error": f"{type(exc).__name__}: {exc}"}
