@@ -1073,13 +1073,19 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
  *    (p ascending) into partial 0's row, in place: one thread per float4 of a row, its 2 G loads
  *    independent; the only reader of each float4 is the thread that writes it. This pass reads
  *    every partial once: the reduce's bandwidth floor (call 5: ~40 us at 3.8 TB/s). One more
- *    block per (head, table) sums the 8 G saturated partials of each side the same way.
+ *    block per (head, table), the grid's first (x 0: issued in the first wave, not a straggler
+ *    of the last), sums the 8 G saturated partials of each side the same way.
  * 2. ws_slotsum: per table, slot t and head, one warp (lanes: d = 2 lane, 2 lane + 1) finds the
- *    slot's r range [r0, r1) (ws_slot_range: 3 rounds of 32 lanes' tests) and sums the row sums
- *    over it in eight interleaved chains (r0 + 8 k + j, combined pairwise), plus pass 1's
- *    saturated sum when t is a saturated slot. This pass is latency-bound: its longest warp
- *    (a saturated slot's ~65 r at v3 R 512) sets its time; call 5's version (binary searches,
- *    4 chains, the 8 G saturated partials summed here one load at a time) took ~34 us.
+ *    slot's r range [r0, r1) and sums the row sums over it in eight interleaved chains
+ *    (r0 + 8 k + j, combined pairwise), plus pass 1's saturated sum when t is a saturated slot.
+ *    The range: a near slot's one r checked against its two neighbours, a log slot's found in
+ *    its side's log zone (2 rounds of 32 lanes' tests), else in the whole frame (3 rounds:
+ *    ws_slot_range). The two saturated slots (the longest ranges: ~70 r at v3) get a block of
+ *    their own each, the grid's last two: warp w sums chain w, warp 0 combines the eight as one
+ *    warp would (the same bits). This pass is latency-bound: its longest warps set its time;
+ *    call 5's version (binary searches, 4 chains, the 8 G saturated partials summed here one
+ *    load at a time) took ~34 us, call 6's (one warp per slot, the whole frame searched)
+ *    ~23.5 us.
  * Fixed orders: bitwise deterministic. The rows pass 2 reads were written by pass 1 just before
  * (in L2). */
 
@@ -1117,13 +1123,13 @@ DATTN_DEV void ws_slot_range(const dattn_fwd_args &a, int lo, int hi, int t, int
     r1 = l1;
 }
 
-/* grid (NK 4 + 1, H, 2 tables), 256 threads; the last block of x sums the saturated partials
- * of the 8 G consumer warps (k ascending) into warp 0's, in place */
+/* grid (1 + NK 4, H, 2 tables), 256 threads; block x 0 sums the saturated partials of the 8 G
+ * consumer warps (k ascending) into warp 0's, in place */
 DATTN_DEV void ws_rowsum_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
     const int NG = A.tcg, NK = 2 * ws_nkh(a) + 2, h = blockIdx.y;
-    if ((int)blockIdx.x == 4 * NK) {
+    if (blockIdx.x == 0) {
         if (threadIdx.x >= 128) return;
         float *sp = (blockIdx.z ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128 +
                     threadIdx.x;
@@ -1141,7 +1147,7 @@ DATTN_DEV void ws_rowsum_body(const dattn_bwd_args &A)
         sp[0] = s;
         return;
     }
-    const int i = blockIdx.x * 256 + threadIdx.x; /* float4 index in one partial (NK 1024 of them) */
+    const int i = (blockIdx.x - 1) * 256 + threadIdx.x; /* float4 index in one partial (NK 1024 of them) */
     float4 *part = (float4 *)((blockIdx.z ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096) + i;
     const int64_t ps = (int64_t)NK * 1024, np = 2 * NG;
     float4 s = part[0];
@@ -1171,47 +1177,101 @@ DATTN_DEV float2 ws_row_sum(const float *rs, int qq, int d)
     return *(const float2 *)(rs + 64 * qq + 4 * ((d >> 2) ^ (qq & 7)) + (d & 3));
 }
 
-/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq); grid (ceil(2S / 8), H, 2 tables),
- * 256 threads: warp w the slot 8 blockIdx.x + w */
+/* Slot t's r range [r0, r1) within [lo, hi) (ws_slot_range's answer, with the same rows), its
+ * bracket narrowed first by the map's zones, each step checked against the map itself (it is
+ * non-decreasing in r: slot(x) < t puts r0 past x, slot(y) > t puts r1 at or before y):
+ * - a near slot (t - S within +-lin) whose two neighbours map elsewhere is its one r, no search;
+ * - otherwise the bracket shrinks to (lin, R] or [-R, -lin] where those ends allow it (a log
+ *   slot, a saturated one: ~380-450 r at v3 S 256 R 512, 2 rounds of tests instead of 3). */
+DATTN_DEV void ws_slot_bracket(const dattn_fwd_args &a, int lo, int hi, int t, int lane, int &r0, int &r1)
+{
+    const int rn = t - a.S;
+    if (rn >= -a.lin && rn <= a.lin && dev_slot(a, a.tab, rn) == t && dev_slot(a, a.tab, rn - 1) != t &&
+        dev_slot(a, a.tab, rn + 1) != t) {
+        r0 = rn >= lo && rn < hi ? rn : lo;
+        r1 = rn >= lo && rn < hi ? rn + 1 : lo;
+        return;
+    }
+    /* lower ends, the larger first: slot(x) < t means r0 > x */
+    if (dev_slot(a, a.tab, a.lin) < t) lo = lo > a.lin + 1 ? lo : a.lin + 1;
+    else if (dev_slot(a, a.tab, -a.R) < t) lo = lo > 1 - a.R ? lo : 1 - a.R;
+    /* upper ends, the smaller first: slot(y) > t means r1 <= y */
+    if (dev_slot(a, a.tab, -a.lin) > t) hi = hi < 1 - a.lin ? hi : 1 - a.lin;
+    else if (dev_slot(a, a.tab, a.R) > t) hi = hi < a.R + 1 ? hi : a.R + 1;
+    if (lo > hi) lo = hi;
+    ws_slot_range(a, lo, hi, t, lane, r0, r1);
+}
+
+/* dp[h][t][d] (dq kernel's table when KV = 0: dpk; else dpq); grid (ceil(2S / 8) + 2, H,
+ * 2 tables), 256 threads: block x < ceil(2S / 8): warp w the slot 8 x + w (the saturated slots
+ * skipped); the last two blocks: slot sat_neg, sat_pos, warp w summing its chain w */
 template <int DT, int KV>
 DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
 {
     const dattn_fwd_args &a = A.f;
-    const int t = blockIdx.x * 8 + (threadIdx.x >> 5), h = blockIdx.y, d = 2 * (threadIdx.x & 31), NG = A.tcg;
-    if (t >= 2 * a.S) return;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, sb = (int)blockIdx.x - (2 * a.S + 7) / 8;
+    const int t = sb >= 0 ? (sb ? a.sat_pos : a.sat_neg) : (int)blockIdx.x * 8 + w;
+    const int h = blockIdx.y, d = 2 * lane, NG = A.tcg;
+    if (sb < 0 && (t >= 2 * a.S || t == a.sat_pos || t == a.sat_neg)) return;
     const int nkh = ws_nkh(a), NK = 2 * nkh + 2;
     /* real r covered by the frame: r' = 64 (kb - nkh) + tt - 63 in [-64 nkh - 63, 64 nkh + 64] */
     const int f0 = -64 * nkh - 63, f1 = 64 * nkh + 64;
     const int rlo = KV ? -f1 : f0, rhi = KV ? -f0 : f1; /* real r range */
     int r0, r1;
-    ws_slot_range(a, rlo, rhi + 1, t, threadIdx.x & 31, r0, r1);
+    ws_slot_bracket(a, rlo, rhi + 1, t, lane, r0, r1);
     /* partial 0's rows hold the row sums (pass 1); row qq = r' + 63 + 64 nkh, r' = KV ? -r : r */
     const float *rs = (KV ? A.ppq : A.ppk) + (int64_t)h * NG * 2 * NK * 4096;
     float2 c[8];
 #pragma unroll
     for (int j = 0; j < 8; j++) c[j] = make_float2(0.f, 0.f);
     const int qs = KV ? -1 : 1, qa = (KV ? -r0 : r0) + 63 + 64 * nkh; /* row of r0, its step per r */
-    int r = r0;
-    for (; r + 8 <= r1; r += 8) {
-        float2 u[8];
+    if (sb >= 0) {
+        /* chain w: rows r0 + w + 8 k, k ascending, as c[w] below */
+        __shared__ float2 red[8][32];
+        int r = r0 + w;
+        for (; r + 56 < r1; r += 64) {
+            float2 u[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) u[j] = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
+            for (int k = 0; k < 8; k++) u[k] = ws_row_sum(rs, qa + qs * (r - r0 + 8 * k), d);
 #pragma unroll
-        for (int j = 0; j < 8; j++) {
-            c[j].x += u[j].x;
-            c[j].y += u[j].y;
+            for (int k = 0; k < 8; k++) {
+                c[0].x += u[k].x;
+                c[0].y += u[k].y;
+            }
         }
+        for (; r < r1; r += 8) {
+            const float2 u = ws_row_sum(rs, qa + qs * (r - r0), d);
+            c[0].x += u.x;
+            c[0].y += u.y;
+        }
+        red[w][lane] = c[0];
+        __syncthreads();
+        if (w) return;
+#pragma unroll
+        for (int j = 0; j < 8; j++) c[j] = red[j][lane];
+    } else {
+        int r = r0;
+        for (; r + 8 <= r1; r += 8) {
+            float2 u[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) u[j] = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                c[j].x += u[j].x;
+                c[j].y += u[j].y;
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < 7; j++)
+            if (r + j < r1) {
+                const float2 u = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
+                c[j].x += u.x;
+                c[j].y += u.y;
+            }
     }
-#pragma unroll
-    for (int j = 0; j < 7; j++)
-        if (r + j < r1) {
-            const float2 u = ws_row_sum(rs, qa + qs * (r - r0 + j), d);
-            c[j].x += u.x;
-            c[j].y += u.y;
-        }
     float s0 = ((c[0].x + c[1].x) + (c[2].x + c[3].x)) + ((c[4].x + c[5].x) + (c[6].x + c[7].x));
     float s1 = ((c[0].y + c[1].y) + (c[2].y + c[3].y)) + ((c[4].y + c[5].y) + (c[6].y + c[7].y));
-    /* the saturated partials' sum (pass 1's last block) */
+    /* the saturated partials' sum (pass 1's block x 0) */
     const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
     for (int sd = 0; sd < 2; sd++)
         if (t == (sd ? a.sat_pos : a.sat_neg)) {
@@ -1347,9 +1407,9 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
     }
     if (!a.c2p) return cudaSuccess;
     const int NK = 2 * ws_nkh_of(a.L, a.R) + 2;
-    dattn_bwd_ws_rowsum<<<dim3((unsigned)(4 * NK + 1), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
+    dattn_bwd_ws_rowsum<<<dim3((unsigned)(1 + 4 * NK), (unsigned)a.H, 2u), 256, 0, stream>>>(*A);
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    const dim3 grid((unsigned)((2 * a.S + 7) / 8), (unsigned)a.H, 2u);
+    const dim3 grid((unsigned)((2 * a.S + 7) / 8 + 2), (unsigned)a.H, 2u);
     if (bf) dattn_bwd_ws_slotsum_bf16<<<grid, 256, 0, stream>>>(*A);
     else dattn_bwd_ws_slotsum_f16<<<grid, 256, 0, stream>>>(*A);
     return cudaGetLastError();
