@@ -1073,8 +1073,9 @@ extern "C" __global__ void __launch_bounds__(64) dattn_bwd_ws_hfv_bf16(const __g
  *    (p ascending) into partial 0's row, in place: one thread per float4 of a row, its 2 G loads
  *    independent; the only reader of each float4 is the thread that writes it. This pass reads
  *    every partial once: the reduce's bandwidth floor (call 5: ~40 us at 3.8 TB/s). One more
- *    block per (head, table), the grid's first (x 0: issued in the first wave, not a straggler
- *    of the last), sums the 8 G saturated partials of each side the same way.
+ *    block per (head, table), the grid's first (x 0, so that it is issued in the first wave,
+ *    not in the last: no change within ncu's spread, gpu-2026-12-07-s39), sums the 8 G saturated
+ *    partials of each side the same way.
  * 2. ws_slotsum: per table, slot t and head, one warp (lanes: d = 2 lane, 2 lane + 1) finds the
  *    slot's r range [r0, r1) and sums the row sums over it in eight interleaved chains
  *    (r0 + 8 k + j, combined pairwise), plus pass 1's saturated sum when t is a saturated slot.
