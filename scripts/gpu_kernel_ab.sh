@@ -29,6 +29,7 @@ set -u
 OUT=${OUT:-gpu-out}
 O=$OUT/ab
 BASE="" PATHS="" TREES="" SHAPES=32x512,8x2048,2x8192 KERNELS=dattn_bwd DRY=0 PACK=0
+KEEP="ratios.txt ab.txt summary.txt" # (--pack: the files ab/ keeps beside ab.tgz)
 while [ $# -gt 0 ]; do
   case $1 in
     --base) BASE=$2; shift ;;
@@ -138,7 +139,7 @@ if [ $CHAIN -eq 1 ]; then
 fi
 rm -f "$O"/grads/*_grads.pt
 if [ $DRY -eq 1 ]; then
-  [ $PACK -eq 1 ] && echo "+ sh scripts/pack_out.sh $O ratios.txt ab.txt summary.txt" >&3
+  [ $PACK -eq 1 ] && echo "+ sh scripts/pack_out.sh $O $KEEP" >&3
   exit 0
 fi
 : >"$O/ratios.txt"
@@ -193,5 +194,5 @@ done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 cat "$S"
 tail -9 "$O/ab.txt"
-[ $PACK -eq 1 ] && sh "$(dirname "$0")/pack_out.sh" "$O" ratios.txt ab.txt summary.txt
+[ $PACK -eq 1 ] && sh "$(dirname "$0")/pack_out.sh" "$O" $KEEP
 exit 0
