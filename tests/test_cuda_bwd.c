@@ -524,6 +524,14 @@ static void sweep_ws(void)
     }
     tcase c = mk(DATTN_F16, 1, 1200, 2, 64); /* v3's map saturated on both sides */
     run_b(&c, NULL, NULL, 1);
+    /* v3 at the ws tiles' saturation threshold (bwd_ws_d64_sm90.cu, ws_any_saturated: 128
+     * floor((L - 1) / 128) + 1 >= R): L 577, one saturated tile (rows 576.., keys 0..63) whose
+     * planes the pre-pass must compute; L 512, none (D_i alone, the kernels read no planes) */
+    c = mk(DATTN_BF16, 1, 577, 2, 64);
+    run_b(&c, NULL, NULL, 0);
+    c = mk(DATTN_F16, 2, 512, 2, 64);
+    c.mask = MK_RIGHT;
+    run_b(&c, NULL, NULL, 1);
     c = mk(DATTN_BF16, 3, 129, 44, 64); /* G = 3: 6 row blocks of 128 per head, 2 per CTA */
     run_b(&c, NULL, NULL, 1);
     c = mk(DATTN_F16, 2, 300, 33, 64); /* G = 4, saturation */

@@ -126,6 +126,17 @@ static __host__ __device__ __forceinline__ int ws_nkh_of(int L, int R)
 
 DATTN_DEV int ws_nkh(const dattn_fwd_args &a) { return ws_nkh_of(a.L, a.R); }
 
+/* Whether a warpgroup tile of the ws kernels can lie in a saturated zone (every pair |r| >= R)
+ * in this call: rows rb0 = m0 + 64 cw (m0 128-aligned, < L: rb0 up to 128 floor((L - 1) / 128)
+ * + 64, past L for the last unit's second warpgroup) and columns n0 = 64 j < L, so the largest
+ * |r| a whole tile can keep is E - 63 with E = 128 floor((L - 1) / 128) + 64, in both kernels and
+ * on both sides. Packed calls: L is max_seqlen, an upper bound of every sequence's (E grows with
+ * L). Without position terms: none. */
+static __host__ __device__ __forceinline__ int ws_any_saturated(const dattn_fwd_args &a)
+{
+    return a.c2p && a.L >= 1 && 128 * ((a.L - 1) / 128) + 1 >= a.R;
+}
+
 /* One tile's P and dS from sa = X Y^T (with a band tile's terms already added) and dp = Z W^T
  * of a warpgroup (a thread's elements: rows g, g + 8 of its warp's 16, columns 8 nb + 2 c + (e &
  * 1)), packed as wgmma A operands af (dS) and pf (P, dkdv kernel). Z: 0 no constant terms, 1 / 2
@@ -378,7 +389,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                                    : __int_as_float(0x7f800000);
                         f.d = f.ok ? A.di[wr] : 0.f;
                     }
-                    if (pos) {
+                    if (pos && cplane) {
                         f.p0 = f.ok ? cplane[2 * wr] : 0.f;
                         f.p1 = f.ok ? cplane[2 * wr + 1] : 0.f;
                     }
@@ -520,7 +531,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                             : __int_as_float(0x7f800000); /* p = 0 */
                 rd[i] = ok ? A.di[wr] : 0.f;
             }
-            if (pos) {
+            if (pos && WS_RPLANE) {
                 rc[0][i] = ok ? WS_RPLANE[2 * wr] : 0.f;
                 rc[1][i] = ok ? WS_RPLANE[2 * wr + 1] : 0.f;
             }
@@ -1016,13 +1027,13 @@ DATTN_DEV void ws_pre2_body(const dattn_bwd_args &A)
 
 extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre2_f16(const __grid_constant__ dattn_bwd_args A)
 {
-    if (A.f.c2p) ws_pre2_body<0, 1>(A);
+    if (A.f.c2p && A.rsat) ws_pre2_body<0, 1>(A);
     else ws_pre2_body<0, 0>(A);
 }
 
 extern "C" __global__ void __launch_bounds__(128) dattn_bwd_ws_pre2_bf16(const __grid_constant__ dattn_bwd_args A)
 {
-    if (A.f.c2p) ws_pre2_body<1, 1>(A);
+    if (A.f.c2p && A.rsat) ws_pre2_body<1, 1>(A);
     else ws_pre2_body<1, 0>(A);
 }
 
@@ -1323,8 +1334,14 @@ extern "C" __global__ void __launch_bounds__(256) dattn_bwd_ws_expand(const __gr
  * cudaErrorNotSupported, having launched nothing, for a call outside the path (no rows, D other
  * than 64, one position term alone, HF padded rows without their pre-pass) or a tensor that
  * cannot be mapped (tma.cuh). */
-extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cudaStream_t stream)
+extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A0, int bf, cudaStream_t stream)
 {
+    /* The planes enter saturated tiles only. When the call has none (ws_any_saturated), the
+     * kernels get no planes (rsat = csat = NULL): the pre-pass computes D_i alone (it reads dout
+     * and out, not q and k) and the kernels read none. */
+    dattn_bwd_args Ab = *A0;
+    if (!ws_any_saturated(A0->f)) Ab.rsat = Ab.csat = nullptr;
+    const dattn_bwd_args *A = &Ab;
     const dattn_fwd_args &a = A->f;
     dattn_ws_maps M;
     int rf[4] = {0, 0, 0, 0};
@@ -1360,7 +1377,7 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A, int bf, cuda
             if (bf) dattn_bwd_ws_pre2_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
             else dattn_bwd_ws_pre2_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
         } else {
-            const int64_t nb = ws_pre_blocks(a, a.c2p);
+            const int64_t nb = ws_pre_blocks(a, a.c2p && A->rsat);
             if (nb > 0x7fffffff) return cudaErrorNotSupported;
             if (bf) dattn_bwd_ws_pre_bf16<<<(unsigned)nb, 128, 0, stream>>>(*A);
             else dattn_bwd_ws_pre_f16<<<(unsigned)nb, 128, 0, stream>>>(*A);
