@@ -514,6 +514,10 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
 #define WS_SP ((KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (((int64_t)h * NG + grp) * 8 + 4 * cw + warp) * 128)
     if (pos)
         for (int sd = 0; sd < 2; sd++) *(float2 *)(WS_SP + 64 * sd + 2 * lane) = make_float2(0.f, 0.f);
+    /* whether a tile of the call can be saturated (the launcher's ws_any_saturated: it passes the
+     * planes only then). Without, rs stays 0 and the row block's saturated work (the rs sums,
+     * their dX and table-gradient terms) would add zeros: skipped; the partial stays 0. */
+    const int sat = pos && WS_RPLANE != nullptr;
     int tcount = 0, nu = 0;
     for (int u = u0; u < u1; u++) {
         WS_UNIT;
@@ -531,7 +535,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
                             : __int_as_float(0x7f800000); /* p = 0 */
                 rd[i] = ok ? A.di[wr] : 0.f;
             }
-            if (pos && WS_RPLANE) {
+            if (sat) {
                 rc[0][i] = ok ? WS_RPLANE[2 * wr] : 0.f;
                 rc[1][i] = ok ? WS_RPLANE[2 * wr + 1] : 0.f;
             }
@@ -729,7 +733,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
          * dV stores) runs while those copies are in flight. The same operations in the same order
          * per value as before: the same bits. */
         float sacc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};
-        if (pos) {
+        if (sat) {
             /* the rows' dS sums over the saturated zone (the quad's four lanes hold parts of each) */
             for (int sd = 0; sd < 2; sd++)
                 for (int i = 0; i < 2; i++) {
@@ -751,7 +755,7 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
             }
         }
         mbar_arrive(xempty); /* this row block's X, Z and ring reads are done */
-        if (pos) {
+        if (sat) {
             /* dX += rs . TR[sat side] (side 0: r <= -R, slot sat_neg; side 1: sat_pos) */
             const uint16_t *t0 = WS_TR + (int64_t)a.sat_neg * WS_TRS, *t1 = WS_TR + (int64_t)a.sat_pos * WS_TRS;
             for (int nb = 0; nb < 8; nb++)
