@@ -798,7 +798,7 @@ static void kernel_masks(int32_t dtype, int layout, const char *force, int nomas
  * 2S*D floats). ws: a call the warp-specialized backward may take (padded, D 64: launch.cu
  * bwd_ws_call) also fits its partials (a masked call with HF padded rows and no dropout also
  * reserves the hfv vector, B H D floats, which no case here has): H * G' * (2 NK 64 64 + 8 2 64) floats, G'
- * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), ceil(L / 64) + 1)
+ * = min(132 / H, B ceil(L / 128)), NK = 2 nkh + 2, nkh = min(ceil(R / 64), 2 floor((L - 1) / 128) + 1)
  * with R = min(512, L) (v3's table saturates at 512; the library's map stops at L). ws 2: the
  * same with the ws kernels' expanded tables last (a call with position terms and not both a mask
  * and dropout; DATTN_CUDA_BWD=wsr goes without them). */
@@ -814,7 +814,7 @@ static size_t bwd_ws_expect(const tcase *c, int gcap, int ws)
         int64_t g = 132 / c->H, nkh = (R + 63) / 64;
         if (g > u) g = u;
         if (g < 1) g = 1;
-        if (nkh > (c->L + 63) / 64 + 1) nkh = (c->L + 63) / 64 + 1;
+        if (nkh > 2 * ((c->L - 1) / 128) + 1) nkh = 2 * ((c->L - 1) / 128) + 1;
         const size_t wp = (size_t)(c->H * g) * ((size_t)2 * (2 * nkh + 2) * 4096 + 8 * 128) * 4;
         if (wp > part) part = wp;
     }

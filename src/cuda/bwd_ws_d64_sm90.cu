@@ -64,7 +64,8 @@
  * row-frame blocks (block kb holds r' = 64 (kb - nkh) + t - 63, element (t, d) at float 64 t + 4
  * ((d >> 2) ^ (t & 7)) + (d & 3): the staging layout, whose float2 stores are conflict-free),
  * then [H][G][8 consumer warps][2 sides][64] saturated partials; nkh = min(ceil(R / 64),
- * ceil(L / 64) + 1), NK = 2 nkh + 2. Each CTA zeroes its own blocks first. */
+ * 2 floor((L - 1) / 128) + 1) (ws_nkh_of), NK = 2 nkh + 2. Each CTA zeroes its own blocks
+ * first. */
 #include "bwd_di.cuh"
 #include "common.cuh"
 #include "sm90.cuh"
@@ -117,10 +118,16 @@ enum {
 };
 
 /* the row-frame blocks' offset nkh of a call with length L and slot-map reach R (host and
- * device: the kernels' frame, the workspace size, the reduce's grid) */
+ * device: the kernels' frame, the workspace size, the reduce's grid). A band tile at (rb0, n0)
+ * adds into blocks kb, kb + 1, kb = (rb0 - n0) / 64 + nkh, so the frame holds every band tile
+ * when nkh >= |rb0 - n0| / 64 for all of them: a band tile has 64 |delta| - 63 < R (delta <=
+ * ceil(R / 64)), and rb0 <= 128 floor((L - 1) / 128) + 64 (m0 128-aligned below L, the second
+ * warpgroup's rows past L included), n0 = 64 j < L (no more than that). Packed calls: L is
+ * max_seqlen. (The bound was ceil(L / 64) + 1: at L 512 two of the 18 blocks were never added
+ * into, yet zeroed and read by the reduce.) */
 static __host__ __device__ __forceinline__ int ws_nkh_of(int L, int R)
 {
-    const int r = (int)(((int64_t)R + 63) / 64), l = (L + 63) / 64 + 1;
+    const int r = (int)(((int64_t)R + 63) / 64), l = L >= 1 ? 2 * ((L - 1) / 128) + 1 : 1;
     return r < l ? r : l;
 }
 
