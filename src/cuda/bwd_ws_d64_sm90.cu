@@ -1294,14 +1294,14 @@ DATTN_DEV void ws_slotsum_body(const dattn_bwd_args &A)
     }
     float s0 = ((c[0].x + c[1].x) + (c[2].x + c[3].x)) + ((c[4].x + c[5].x) + (c[6].x + c[7].x));
     float s1 = ((c[0].y + c[1].y) + (c[2].y + c[3].y)) + ((c[4].y + c[5].y) + (c[6].y + c[7].y));
-    /* the saturated partials' sum (pass 1's block x 0) */
-    const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
-    for (int sd = 0; sd < 2; sd++)
-        if (t == (sd ? a.sat_pos : a.sat_neg)) {
-            const float2 u = *(const float2 *)(sp + 64 * sd + d);
-            s0 += u.x;
-            s1 += u.y;
-        }
+    if (sb >= 0) {
+        /* the saturated partials' sum of side sb (pass 1's block x 0; only these blocks take a
+         * saturated slot) */
+        const float *sp = (KV ? A.ppq : A.ppk) + (int64_t)a.H * NG * 2 * NK * 4096 + (int64_t)h * NG * 8 * 128;
+        const float2 u = *(const float2 *)(sp + 64 * sb + d);
+        s0 += u.x;
+        s1 += u.y;
+    }
     if (KV) {
         st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d, s0);
         st_el<DT>(A.dpq, (int64_t)h * A.dpq_sh + (int64_t)t * A.dpq_ss + d + 1, s1);
