@@ -100,12 +100,17 @@ usage: DATTN_LIBRARY=build/libdattn.so PYTHONPATH=python python3 bench/gpu_bwd_b
 import argparse
 import json
 import os
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
-from dattn import ops
+try:
+    from dattn import ops
+except ImportError:  # run from a checkout without PYTHONPATH (gpu_op_trace.py imports this file too)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+    from dattn import ops
 from gpu_bench import bench  # triton do_bench, the forward bench's timing (back to back)
 
 
