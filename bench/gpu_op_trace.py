@@ -17,6 +17,8 @@ splits it, per shape and side, from a torch.profiler trace (CUDA activity, CUPTI
                the call
   lead_ms      from the call's host start (a record_function range) to its first device activity
   top          the call's kernels by time (name, ms per call, count)
+  gaps         the call's device activities in launch order, each with the median time the
+               device sat idle before it (after the lead): which launch the device waited for
 
 Under the profiler the host runs slower than without it, so lead_ms and idle_ms are upper
 bounds of the unprofiled call's; wall_ms is the unprofiled figure. One GPU, run from the
@@ -41,6 +43,29 @@ def device_kind(name):
         if k in n:
             return k
     return "kernel"
+
+
+def gaps_us(acts):
+    """[(name, gap)] for a call's device activities [(name, start, end)]: in start order, the
+    time each waited after all earlier ones had ended (0 when it overlapped or followed at
+    once). The first activity's wait is the call's lead, reported apart: its gap is 0."""
+    out, end = [], None
+    for name, t0, t1 in sorted(acts, key=lambda a: a[1]):
+        out.append((name, 0 if end is None else max(0, t0 - end)))
+        end = t1 if end is None else max(end, t1)
+    return out
+
+
+def median_gaps(per_call_gaps):
+    """Per position, the median gap over the calls whose activity sequence (names) is the
+    most common one; [(name, median gap)]."""
+    seqs = {}
+    for g in per_call_gaps:
+        seqs.setdefault(tuple(n for n, _ in g), []).append(g)
+    if not seqs:
+        return []
+    calls = max(seqs.values(), key=len)
+    return [(calls[0][i][0], statistics.median(c[i][1] for c in calls)) for i in range(len(calls[0]))]
 
 
 def trace(fn, calls, tag):
@@ -78,6 +103,7 @@ def trace(fn, calls, tag):
             "idle_us": span - union_us(iv),
             "lead_us": min(x[0] for x in iv) - c0,
             "names": [(e.name, e.time_range.end - e.time_range.start) for e in ks],
+            "gaps": gaps_us([(e.name, e.time_range.start, e.time_range.end) for e in mine]),
         })
     if not per_call:
         return {"error": "no device activity matched the calls' host ranges"}
@@ -99,6 +125,9 @@ def trace(fn, calls, tag):
         "idle_ms": med("idle_us"),
         "lead_ms": med("lead_us"),
         "top": [{"name": n[:120], "ms": round(ms, 4), "count": round(c, 2)} for n, ms, c in top[:12]],
+        # where the device waited inside the call: each activity in order, with its median wait
+        "gaps": [{"name": n[:120], "gap_ms": round(g / 1000.0, 4)}
+                 for n, g in median_gaps([p["gaps"] for p in per_call])],
     }
 
 
@@ -143,6 +172,10 @@ def main():
                   f"idle {r['idle_ms']:.3f} lead {r['lead_ms']:.3f}")
             for t in r["top"][:8]:
                 print(f"      {t['ms']:8.4f} ms x{t['count']:<5g} {t['name']}")
+            waits = [g for g in r.get("gaps", []) if g["gap_ms"] >= 0.001]
+            if waits:
+                print("      device waited before: " + ", ".join(
+                    f"{g['name'][:40]} {1000 * g['gap_ms']:.1f} us" for g in waits))
         print(f"B={B:3d} L={L:5d} ratio (wall) {row['ratio_wall']:.3f}x, "
               f"(device work) {row.get('ratio_kernels', float('nan')):.3f}x")
     if args.json:

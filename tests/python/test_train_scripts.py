@@ -136,6 +136,26 @@ def test_op_trace_helpers():
     assert ot.device_kind("dattn_bwd_ws_f16_d64_kv0") == "kernel"
 
 
+def test_op_trace_gaps():
+    """The op trace's per-launch waits: in start order, each activity's idle time after every
+    earlier one ended (overlaps wait 0, the first is the lead's: 0); per position the median
+    over the calls with the most common launch sequence."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import gpu_op_trace as ot
+
+    assert ot.gaps_us([]) == []
+    acts = [("kv0", 100, 400), ("fwd", 0, 50), ("pre", 60, 90), ("exp", 85, 95), ("kv1", 400, 500)]
+    assert ot.gaps_us(acts) == [("fwd", 0), ("pre", 10), ("exp", 0), ("kv0", 5), ("kv1", 0)]
+    # an activity inside a longer earlier one waits 0, and the later wait counts from the longer end
+    assert ot.gaps_us([("a", 0, 100), ("b", 10, 20), ("c", 130, 140)]) == [("a", 0), ("b", 0), ("c", 30)]
+    g1 = [("a", 0), ("b", 4), ("c", 10)]
+    g2 = [("a", 0), ("b", 6), ("c", 30)]
+    g3 = [("a", 0), ("b", 5), ("c", 20)]
+    odd = [("a", 0), ("x", 999)]
+    assert ot.median_gaps([g1, odd, g2, g3]) == [("a", 0), ("b", 5), ("c", 20)]
+    assert ot.median_gaps([]) == []
+
+
 def _train_bench():
     sys.path.insert(0, str(ROOT / "bench"))
     import gpu_train_bench
