@@ -1,0 +1,2 @@
+# s40 call4 (warm H100, named nvidia-h200; carried .gpu), as sent to the device tool:
+export DATTN_GIT_COMMIT=bc6e4737b02d590545e8af161c737fe08d8574fd; OUT=$OUT/g3 GPU_CHECK_BUDGET=330 GPU_CHECK_SKIP="bench;pytest(cuda);bwd-bench;host-step-ab" sh scripts/gpu_check.sh --train > /tmp/g3_stdout.txt 2>&1; echo rc=$?; cp /tmp/g3_stdout.txt $OUT/g3/; cat $OUT/g3/summary.txt; sh scripts/pack_out.sh $OUT/g3 summary.txt train_bench.json finetune_e2e.json
