@@ -1,6 +1,7 @@
 """CPU tests of the shell helpers the device calls use: scripts/pack_out.sh (a results folder
 into one archive plus a few named files, since the device tool brings back at most 8 files a
-call) and scripts/gpu_kernel_ab.sh's --pack step (its dry run)."""
+call), scripts/gpu_kernel_ab.sh's --pack step (its dry run) and scripts/gpu_cells.sh's card filter
+and steps (a stub nvidia-smi)."""
 
 import os
 import subprocess
@@ -63,3 +64,42 @@ def test_gpu_kernel_ab_dry_run_ends_with_the_pack_step(tmp_path):
     r = subprocess.run(["sh", "scripts/gpu_kernel_ab.sh", "--base", str(base), "--dry-run"],
                        cwd=ROOT, capture_output=True, text=True, env=env)
     assert r.returncode == 0 and "pack_out" not in r.stdout
+
+
+def _fake_smi(tmp_path: Path, name: str) -> dict:
+    """An environment whose nvidia-smi prints one card's query line."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    smi = bin_ / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho 'name, memory.total [MiB], clocks.max.sm [MHz]'\necho '{name}, 1 MiB, 1 MHz'\n")
+    smi.chmod(0o755)
+    return dict(os.environ, PATH=f"{bin_}{os.pathsep}{os.environ['PATH']}", OUT=str(tmp_path / "out"))
+
+
+def test_gpu_cells_h200_only_stops_on_another_card(tmp_path):
+    """--h200-only on an H100: card.txt says so, nothing else runs or is written."""
+    env = _fake_smi(tmp_path, "NVIDIA H100 80GB HBM3")
+    r = subprocess.run(["sh", "scripts/gpu_cells.sh", "--h200-only"], cwd=ROOT, capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    cells = tmp_path / "out" / "cells"
+    assert sorted(p.name for p in cells.iterdir()) == ["card.txt"]
+    assert "H100" in (cells / "card.txt").read_text() and "not an H200" in (cells / "card.txt").read_text()
+
+
+def test_gpu_cells_dry_run_lists_the_steps_within_seven_files(tmp_path):
+    """On an H200 (or without --h200-only) the dry run prints the build and the timed cells in
+    order, every output path under $OUT/cells, no more than seven files named."""
+    env = _fake_smi(tmp_path, "NVIDIA H200")
+    r = subprocess.run(["sh", "scripts/gpu_cells.sh", "--h200-only", "--dry-run"], cwd=ROOT, capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    steps = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("step ")]
+    assert steps == ["build", "bwd-bench", "op-trace", "bwd-bench-2", "fwd-bench", "train-bench"]
+    cells = tmp_path / "out" / "cells"
+    named = {w for ln in r.stdout.splitlines() for w in ln.split() if w.startswith(str(cells))}
+    assert {Path(w).name for w in named} == {"bwd1.json", "op_trace.json", "bwd2.json", "fwd.json",
+                                             "train_bench.json"}
+    assert len(named) + 2 <= 7  # + card.txt and log.txt
+    r = subprocess.run(["sh", "scripts/gpu_cells.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "unknown argument" in r.stderr
