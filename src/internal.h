@@ -44,6 +44,23 @@ static inline int32_t dattn_slotmap_get(const dattn_slotmap *m, int64_t r)
     return m->tab[r + m->R];
 }
 
+/* The warp-specialized CUDA backward's work split (ws_units.c): the B * ceil(L / 128) row
+ * blocks of a head (b-major) in G contiguous ranges [ub[g], ub[g + 1]), each of one block at
+ * least, the most expensive range as cheap as the block costs allow: with position terms
+ * (R >= 1: the slot map's R) a block's band tiles weigh ~3x its saturated ones; without (R
+ * <= 0) equal counts, U g / G. Needs 1 <= G <= min(U, DATTN_WS_UB_MAX - 1); fills ub[0..G].
+ * Returns 0, -1 on arguments out of range, -2 out of host memory. Depends on its arguments
+ * only (the table-gradient partials' summation order follows it). */
+#define DATTN_WS_UB_MAX 133
+int dattn_ws_unit_bounds(int64_t B, int64_t L, int64_t R, int G, int32_t *ub);
+/* The cost it gives row block m (rows 128 m ..) of a sequence of length L: per 64-row tile
+ * inside L, W_BAND per band key tile (a relative position in (-R, R)) and W_SAT per other
+ * one, plus W_UNIT (R <= 0: no band tiles). */
+#define DATTN_WS_W_BAND 31
+#define DATTN_WS_W_SAT 10
+#define DATTN_WS_W_UNIT 20
+int64_t dattn_ws_unit_cost(int64_t m, int64_t L, int64_t R);
+
 /* Error reporting: the thread-local message of dattn_last_error(). Returns `st`. */
 dattn_status dattn_set_error(dattn_status st, const char *fmt, ...)
 #if defined(__GNUC__)

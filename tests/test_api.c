@@ -291,6 +291,133 @@ static void test_codecs(void)
     tu_check(badr == 0, "tu_round vs codecs: %ld mismatches", badr);
 }
 
+/* ---- the ws backward's work split (src/ws_units.c) ---- */
+
+/* a unit's cost by brute force: every 64-row tile inside L against every 64-key tile, with
+ * ws_is_band's rule (rmin = r0 - (n0 + 63), rmax = r0 + 63 - n0; band unless rmin >= R or
+ * rmax <= -R) */
+static int64_t ws_cost_ref(int64_t m, int64_t L, int64_t R)
+{
+    int64_t c = DATTN_WS_W_UNIT;
+    for (int w = 0; w < 2; w++) {
+        const int64_t r0 = 128 * m + 64 * w;
+        if (r0 >= L) break;
+        for (int64_t n0 = 0; n0 < L; n0 += 64) {
+            const int band = R >= 1 && !(r0 - (n0 + 63) >= R || r0 + 63 - n0 <= -R);
+            c += band ? DATTN_WS_W_BAND : DATTN_WS_W_SAT;
+        }
+    }
+    return c;
+}
+
+/* the most expensive range of a split (reference costs) */
+static int64_t ws_split_max(const int32_t *ub, int G, int64_t L, int64_t R)
+{
+    const int64_t nblk = (L + 127) / 128;
+    int64_t mx = 0;
+    for (int g = 0; g < G; g++) {
+        int64_t c = 0;
+        for (int64_t u = ub[g]; u < ub[g + 1]; u++) c += ws_cost_ref(u % nblk, L, R);
+        if (c > mx) mx = c;
+    }
+    return mx;
+}
+
+/* the best possible most expensive range over all splits into G non-empty contiguous ranges
+ * (dynamic programming; small U only) */
+static int64_t ws_split_best(int64_t B, int64_t L, int64_t R, int G)
+{
+    const int64_t nblk = (L + 127) / 128, U = B * nblk;
+    int64_t *pre = tu_xcalloc((size_t)U + 1, sizeof(int64_t)), *f = tu_xcalloc((size_t)(U + 1) * (size_t)(G + 1), sizeof(int64_t));
+    for (int64_t u = 0; u < U; u++) pre[u + 1] = pre[u] + ws_cost_ref(u % nblk, L, R);
+    const int64_t INF = INT64_MAX / 4;
+    for (int64_t i = 0; i <= U; i++)
+        for (int g = 0; g <= G; g++) f[i * (G + 1) + g] = INF;
+    f[0] = 0; /* f[i][g]: units [0, i) in g ranges */
+    for (int g = 1; g <= G; g++)
+        for (int64_t i = g; i <= U; i++)
+            for (int64_t j = g - 1; j < i; j++) {
+                const int64_t a = f[j * (G + 1) + g - 1], c = pre[i] - pre[j];
+                const int64_t v = a > c ? a : c;
+                if (v < f[i * (G + 1) + g]) f[i * (G + 1) + g] = v;
+            }
+    const int64_t best = f[U * (G + 1) + G];
+    free(pre);
+    free(f);
+    return best;
+}
+
+static void test_ws_units(void)
+{
+    /* the cost's closed form against brute force */
+    int64_t bad = 0;
+    for (int k = 0; k < 400; k++) {
+        const int64_t L = 1 + trng_int(&rng, 3000), R = trng_int(&rng, 4) == 0 ? 0 : 1 + trng_int(&rng, 1100);
+        const int64_t m = trng_int(&rng, (L + 127) / 128);
+        if (dattn_ws_unit_cost(m, L, R) != ws_cost_ref(m, L, R) && bad++ < 3)
+            printf("  dattn_ws_unit_cost(%lld, L %lld, R %lld) = %lld, brute force %lld\n", (long long)m,
+                   (long long)L, (long long)R, (long long)dattn_ws_unit_cost(m, L, R), (long long)ws_cost_ref(m, L, R));
+    }
+    tu_check(bad == 0, "dattn_ws_unit_cost against the tiles counted one by one (%lld of 400 differ)", (long long)bad);
+
+    /* splits: the shapes (v3's R 512, 11 CTAs a head at H 12), fixed edge cases, random ones */
+    static const int64_t fixed[][4] = {{32, 512, 512, 11}, {8, 2048, 512, 11}, {2, 8192, 512, 11}, {4, 2048, 512, 11},
+                                       {1, 1, 512, 1},     {1, 129, 16, 2},    {3, 1000, 256, 3},  {1, 2048, 512, 16},
+                                       {64, 8192, 512, 132}, {5, 640, 0, 7}};
+    int32_t ub[DATTN_WS_UB_MAX], ub2[DATTN_WS_UB_MAX], eq[DATTN_WS_UB_MAX];
+    int64_t shape_fail = 0, worse = 0, notbest = 0, nodet = 0, noeq = 0;
+    for (int k = 0; k < 10 + 300; k++) {
+        int64_t B, L, R;
+        int G;
+        if (k < 10) {
+            B = fixed[k][0], L = fixed[k][1], R = fixed[k][2], G = (int)fixed[k][3];
+        } else {
+            B = 1 + trng_int(&rng, 12), L = 1 + trng_int(&rng, 2500);
+            R = trng_int(&rng, 5) == 0 ? 0 : 1 + trng_int(&rng, 1100);
+            const int64_t U = B * ((L + 127) / 128), gmax = U < 132 ? U : 132;
+            G = (int)(1 + trng_int(&rng, gmax));
+        }
+        const int64_t U = B * ((L + 127) / 128);
+        if (!tu_check(dattn_ws_unit_bounds(B, L, R, G, ub) == 0, "dattn_ws_unit_bounds(B %lld, L %lld, R %lld, G %d) failed",
+                      (long long)B, (long long)L, (long long)R, G))
+            continue;
+        int ok = ub[0] == 0 && ub[G] == U;
+        for (int g = 0; g < G; g++) ok = ok && ub[g + 1] > ub[g];
+        for (int g = 0; g <= G; g++) eq[g] = (int32_t)(U * g / G);
+        if (!ok && shape_fail++ < 3) printf("  B %lld L %lld R %lld G %d: ranges not contiguous, non-empty, covering [0, %lld)\n",
+                                            (long long)B, (long long)L, (long long)R, G, (long long)U);
+        if (R <= 0 && memcmp(ub, eq, sizeof(int32_t) * (size_t)(G + 1)) && noeq++ < 3)
+            printf("  B %lld L %lld G %d: without position terms the split is not U g / G\n", (long long)B, (long long)L, G);
+        const int64_t got = ws_split_max(ub, G, L, R), equal = ws_split_max(eq, G, L, R);
+        if (got > equal && worse++ < 3)
+            printf("  B %lld L %lld R %lld G %d: most expensive range %lld, the equal-count split's %lld\n", (long long)B,
+                   (long long)L, (long long)R, G, (long long)got, (long long)equal);
+        if (R >= 1 && U <= 48 && got != ws_split_best(B, L, R, G) && notbest++ < 3)
+            printf("  B %lld L %lld R %lld G %d: most expensive range %lld, the best split's %lld\n", (long long)B, (long long)L,
+                   (long long)R, G, (long long)got, (long long)ws_split_best(B, L, R, G));
+        /* the same split again, after another shape (its per-thread cache) */
+        dattn_ws_unit_bounds(B + 1, L, R, 1, ub2);
+        dattn_ws_unit_bounds(B, L, R, G, ub2);
+        if (memcmp(ub, ub2, sizeof(int32_t) * (size_t)(G + 1)) && nodet++ < 3)
+            printf("  B %lld L %lld R %lld G %d: a second call split differently\n", (long long)B, (long long)L, (long long)R, G);
+        if (k == 1) { /* B8 L2048 (why the split exists): the equal-count split's most expensive range
+                       * is ~6 % over the balanced one's under these costs */
+            tu_check(equal * 100 >= got * 105, "B8 L2048 R512 G11: balanced %lld against equal counts %lld (want >= 5 %% less)",
+                     (long long)got, (long long)equal);
+        }
+    }
+    tu_check(shape_fail == 0, "dattn_ws_unit_bounds: contiguous non-empty ranges covering every unit (%lld bad)", (long long)shape_fail);
+    tu_check(noeq == 0, "dattn_ws_unit_bounds without position terms: U g / G (%lld differ)", (long long)noeq);
+    tu_check(worse == 0, "dattn_ws_unit_bounds: never costlier than the equal-count split (%lld worse)", (long long)worse);
+    tu_check(notbest == 0, "dattn_ws_unit_bounds with position terms: the best split where U <= 48 (%lld not)", (long long)notbest);
+    tu_check(nodet == 0, "dattn_ws_unit_bounds: the same split for the same call (%lld differ)", (long long)nodet);
+    /* arguments out of range */
+    tu_check(dattn_ws_unit_bounds(0, 512, 512, 1, ub) == -1 && dattn_ws_unit_bounds(1, 0, 512, 1, ub) == -1 &&
+                 dattn_ws_unit_bounds(1, 512, 512, 0, ub) == -1 && dattn_ws_unit_bounds(1, 512, 512, 5, ub) == -1 &&
+                 dattn_ws_unit_bounds(64, 8192, 512, DATTN_WS_UB_MAX, ub) == -1,
+             "dattn_ws_unit_bounds: B, L, G < 1, G > U, G > DATTN_WS_UB_MAX - 1 refused");
+}
+
 int main(int argc, char **argv)
 {
     tu_init(argc, argv, "test_api");
@@ -302,5 +429,6 @@ int main(int argc, char **argv)
     test_thread_local_error();
     test_isa_switch();
     test_codecs();
+    test_ws_units();
     return tu_finish();
 }

@@ -66,6 +66,7 @@
  * then [H][G][8 consumer warps][2 sides][64] saturated partials; nkh = min(ceil(R / 64),
  * 2 floor((L - 1) / 128) + 1) (ws_nkh_of), NK = 2 nkh + 2. Each CTA zeroes its own blocks
  * first. */
+#include "../internal.h" /* (DATTN_WS_UB_MAX) */
 #include "bwd_di.cuh"
 #include "common.cuh"
 #include "sm90.cuh"
@@ -82,6 +83,8 @@ typedef struct dattn_ws_maps {
                                kernel's sign (common.cuh, dattn_bwd_args.pexp) */
     int32_t qrf, krf, vrf, orf;
     int32_t te, erf, eoff;  /* te: the ring blocks by TMA from er / ec (eoff: their row of r = 0) */
+    int32_t ub[DATTN_WS_UB_MAX]; /* CTA grp runs the head's row blocks [ub[grp], ub[grp + 1])
+                                    (dattn_ws_unit_bounds: contiguous, balanced by cost) */
 } dattn_ws_maps;
 
 #define WS_L2E 1.4426950408889634f
@@ -299,8 +302,8 @@ DATTN_DEV void ws_body(const dattn_bwd_args &A, const dattn_ws_maps &M)
     const int grp = blockIdx.x, NG = gridDim.x, h = blockIdx.y;
     /* (row blocks u0 .. u1 - 1 of the head: formed after the register split, in each branch) */
 #define WS_UNITS                                                                                   \
-    const int L0 = a.L, nt0 = (L0 + 63) / 64, nblk = (L0 + 127) / 128, U = a.B * nblk;             \
-    const int u0 = (int)((int64_t)U * grp / NG), u1 = (int)((int64_t)U * (grp + 1) / NG);          \
+    const int L0 = a.L, nt0 = (L0 + 63) / 64, nblk = (L0 + 127) / 128;                            \
+    const int u0 = M.ub[grp], u1 = M.ub[grp + 1];                                                 \
     const int R = pos ? a.R : 0
     /* unit u = row block m0 = 128 (u % nblk) of sequence b = u / nblk (nblk from L, packed: the
      * longest sequence). The packed kernels (PK; no mask) skip a sequence's blocks at or past
@@ -1369,6 +1372,13 @@ extern "C" cudaError_t dattn_launch_bwd_ws(const dattn_bwd_args *A0, int bf, cud
     M.krf = rf[1];
     M.vrf = rf[2];
     M.orf = rf[3];
+    /* each CTA's row blocks: by cost with position terms in the padded layout; packed calls (the
+     * sequences' lengths are on the device) and calls without them, by count */
+    {
+        const int ur = dattn_ws_unit_bounds(a.B, a.L, a.c2p && !a.packed ? a.R : 0, A->tcg, M.ub);
+        if (ur == -2) return cudaErrorMemoryAllocation;
+        if (ur != 0) return cudaErrorNotSupported;
+    }
     /* (te: the rings from the expanded tables, with position terms and the workspace's tables) */
     const int te = a.c2p && A->pexp && !(a.mask && a.drop_thr), erows = te ? dattn_fws_exp_rows(a.R, a.L) : 0;
     CUtensorMap em[4];
