@@ -534,6 +534,10 @@ static void sweep_ws(void)
     run_b(&c, NULL, NULL, 1);
     c = mk(DATTN_BF16, 3, 129, 44, 64); /* G = 3: 6 row blocks of 128 per head, 2 per CTA */
     run_b(&c, NULL, NULL, 1);
+    c = mk(DATTN_F16, 2, 321, 33, 64); /* G = 4 split by cost (ws_units.c): blocks 0 2 4 5 6, where equal
+                                        * counts give 0 1 3 4 6 (each sequence's third block has one row) */
+    c.variant = LY_TRANS;
+    run_b(&c, NULL, NULL, 1);
     c = mk(DATTN_F16, 2, 300, 33, 64); /* G = 4, saturation */
     set_pos(&c, 2);
     c.variant = LY_TRANS; /* (LY_PADDED's unaligned bases: no TMA map, the tensor-core path) */
