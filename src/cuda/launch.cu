@@ -411,10 +411,9 @@ typedef struct bws_layout {
 } bws_layout;
 
 /* Tensor-core backward CTAs per head: B*ceil(L/64) row blocks split into G contiguous
- * groups, G*H ~ DATTN_BWD_TC_CTAS (one wave of 1-CTA/SM kernels on an H200). The
+ * groups, G*H ~ DATTN_BWD_TC_CTAS (internal.h; one wave of 1-CTA/SM kernels on an H200). The
  * partials are H*G*2S*D floats per table whatever B and L; G depends only on the call,
  * so the summation order (hence every bit) too. */
-#define DATTN_BWD_TC_CTAS 132
 static int64_t bwd_tc_groups(const dattn_call *c, int tc3)
 {
     const int64_t U = (int64_t)c->B * ((c->L + 63) / 64);
