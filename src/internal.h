@@ -44,6 +44,9 @@ static inline int32_t dattn_slotmap_get(const dattn_slotmap *m, int64_t r)
     return m->tab[r + m->R];
 }
 
+/* the CUDA backward's CTAs a call (G H <= this: one wave of 1-CTA/SM kernels on an H200) */
+#define DATTN_BWD_TC_CTAS 132
+#define DATTN_WS_UB_MAX (DATTN_BWD_TC_CTAS + 1)
 /* The warp-specialized CUDA backward's work split (ws_units.c): the B * ceil(L / 128) row
  * blocks of a head (b-major) in G contiguous ranges [ub[g], ub[g + 1]), each of one block at
  * least, the most expensive range as cheap as the block costs allow: with position terms
@@ -51,9 +54,6 @@ static inline int32_t dattn_slotmap_get(const dattn_slotmap *m, int64_t r)
  * <= 0) equal counts, U g / G. Needs 1 <= G <= min(U, DATTN_WS_UB_MAX - 1); fills ub[0..G].
  * Returns 0, -1 on arguments out of range, -2 out of host memory. Depends on its arguments
  * only (the table-gradient partials' summation order follows it). */
-/* the CUDA backward's CTAs a call (G H <= this: one wave of 1-CTA/SM kernels on an H200) */
-#define DATTN_BWD_TC_CTAS 132
-#define DATTN_WS_UB_MAX (DATTN_BWD_TC_CTAS + 1)
 int dattn_ws_unit_bounds(int64_t B, int64_t L, int64_t R, int G, int32_t *ub);
 /* The cost it gives row block m (rows 128 m ..) of a sequence of length L: per 64-row tile
  * inside L, W_BAND per band key tile (a relative position in (-R, R)) and W_SAT per other

@@ -102,12 +102,13 @@ int dattn_ws_unit_bounds(int64_t B, int64_t L, int64_t R, int G, int32_t *ub)
             const int64_t c = prefix(pre, nblk, ub[g + 1]) - prefix(pre, nblk, ub[g]);
             if (c > hi) hi = c;
         }
+        int32_t try_ub[DATTN_WS_UB_MAX]; /* (a failed try leaves it partly written) */
         while (lo < hi) {
             const int64_t mid = lo + (hi - lo) / 2;
-            if (greedy(pre, nblk, U, G, mid, g_last.ub)) hi = mid;
+            if (greedy(pre, nblk, U, G, mid, try_ub)) hi = mid;
             else lo = mid + 1;
         }
-        if (greedy(pre, nblk, U, G, lo, g_last.ub)) memcpy(ub, g_last.ub, sizeof(int32_t) * (size_t)(G + 1));
+        if (greedy(pre, nblk, U, G, lo, try_ub)) memcpy(ub, try_ub, sizeof(int32_t) * (size_t)(G + 1));
         if (pre != buf) free(pre);
     }
     memcpy(g_last.ub, ub, sizeof(int32_t) * (size_t)(G + 1));
