@@ -499,6 +499,16 @@ class _EagerAttention(torch.autograd.Function):
                 None, None, None, None)
 
 
+# Function.apply's Python wrapper (functorch's dead-wrapper unwrapping of every argument,
+# the setup_context check) costs ~10 us a call on this project's CPU, before the forward's
+# first launch. _eager_path has ruled out functorch transforms (_modes_active), where that
+# wrapper does nothing else: the C apply is called directly, as _proj.py does for its nodes.
+try:
+    _eager_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerAttention)
+except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
+    _eager_apply = _EagerAttention.apply
+
+
 # ---- public wrapper -----------------------------------------------------------------
 
 
@@ -566,7 +576,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
         # batches on a GPU; the body is the same function the op runs (lse not written).
         return _fwd_impl(*args, need_lse=False)[0]
     if path is _GRAD:
-        return _EagerAttention.apply(q, k, v, pk, pq, mask, cu_seqlens, rng, args[8:])
+        return _eager_apply(q, k, v, pk, pq, mask, cu_seqlens, rng, args[8:])
     out, _ = torch.ops.dattn.fwd(*args)
     return out
 

@@ -197,6 +197,31 @@ def test_eager_paths_and_op_agree_bitwise(device, kind, seed):
             assert torch.equal(ta.grad, tc.grad)
 
 
+def test_eager_autograd_path_skips_function_apply_wrapper(monkeypatch, seed):
+    """The eager autograd path enters _EagerAttention through the C apply, not through
+    torch.autograd.Function.apply's Python wrapper (~10 us a call before the forward's first
+    launch); the node, outputs and gradients are the op's. Under a functorch transform the
+    call takes the op, as before (_eager_path)."""
+    def no_wrapper(*a, **k):
+        raise AssertionError("Function.apply's Python wrapper was called")
+
+    monkeypatch.setattr(torch.autograd.Function, "apply", classmethod(no_wrapper))
+    x, kw = _call("cpu", "padded")
+    a = [t.detach().clone().requires_grad_() for t in x]
+    out = ops.attention(*a, **kw)
+    assert type(out.grad_fn).__name__ == "_EagerAttentionBackward"
+    monkeypatch.undo()
+    b = [t.detach().clone().requires_grad_() for t in x]
+    with _OpLog():
+        ref = ops.attention(*b, **kw)
+    g = torch.randn_like(out)
+    out.backward(g)
+    ref.backward(g)
+    assert torch.equal(out, ref)
+    for ta, tb in zip(a, b):
+        assert torch.equal(ta.grad, tb.grad)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("kind", ["padded", "packed", "dropout"])
 def test_nonleaf_gradients_side_by_side(device, kind, seed):
