@@ -3,14 +3,15 @@
 # on an H200 the issues' cells (gpu_cells.sh: bwd-bench x2, op trace with per-launch gaps, the
 # forward bench's op level, train-bench); on any other card the runner's backward half (s40's
 # call2 pattern: gpu_check.sh --no-train without the forward's and tc3g's steps, then --train
-# without the timed steps). At most 8 files come back.
+# without the timed steps). S42_MODE=runner takes the runner's half on any card (a second call on
+# a warm H200). At most 8 files come back.
 set -u
 T0=$(date +%s)
 el() { echo $(( $(date +%s) - T0 )); }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv > $OUT/card.txt 2>&1
 export DATTN_GIT_COMMIT=4de3b50162d65c885584170fa30ea898c12b108a
 END=${S42_END:-570}
-if grep -q H200 $OUT/card.txt; then
+if [ "${S42_MODE:-auto}" != runner ] && grep -q H200 $OUT/card.txt; then
   GPU_CELLS_BUDGET=$END sh scripts/gpu_cells.sh --h200-only > /dev/null 2>&1
   echo "cells rc=$? done $(el)s" >> $OUT/card.txt
   cat $OUT/card.txt $OUT/cells/log.txt
