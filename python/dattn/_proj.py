@@ -286,13 +286,9 @@ class _Project(torch.autograd.Function):
         return (None, None, dh, drel, None, None, *dparams)
 
 
-# Function.apply's Python wrapper (argument binding, functorch's dead-wrapper unwrapping
-# of every argument) costs ~30 us per call on a CPU; without functorch transforms it
-# ends in the C apply, called directly here (torch.autograd.Function.apply otherwise).
-try:
-    _raw_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _Project)
-except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
-    _raw_apply = None
+# Without functorch transforms the node is entered through its C apply (ops.c_apply:
+# Function.apply's Python wrapper skipped), else through Function.apply.
+_raw_apply = ops.c_apply(_Project)
 
 
 def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
@@ -306,7 +302,7 @@ def project(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
     params = plan.params
     if torch.is_grad_enabled() and (h.requires_grad or (rel is not None and rel.requires_grad)
                                     or any(p.requires_grad for p in params)):
-        if _raw_apply is not None and not torch._C._are_functorch_transforms_active():
+        if not torch._C._are_functorch_transforms_active():
             outs = _raw_apply(plan, c, h, rel, rel_c, ones, *params)
         else:
             outs = _Project.apply(plan, c, h, rel, rel_c, ones, *params)
@@ -387,10 +383,7 @@ class _LayerAttention(torch.autograd.Function):
         return (None, None, dh, drel, None, None, None, None, *dparams)
 
 
-try:
-    _raw_apply_layer = torch._C._FunctionBase.__dict__["apply"].__get__(None, _LayerAttention)
-except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
-    _raw_apply_layer = None
+_raw_apply_layer = ops.c_apply(_LayerAttention)  # (layer_attention_applies rules out functorch)
 
 
 def layer_attention_applies(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
@@ -412,5 +405,5 @@ def layer_attention(plan: Plan, h: torch.Tensor, rel: Optional[torch.Tensor],
     """The layer's attention output [*lead, H D] through _LayerAttention (where
     layer_attention_applies). qshape: q's shape as the op takes it ([B, L, H, D], or
     [T, H, D] packed); tail: ops.tail_args of the call."""
-    fn = _raw_apply_layer if _raw_apply_layer is not None else _LayerAttention.apply
-    return fn(plan, compute_dtype(h), h, rel, rel_c, ones, (qshape, lead), tail, *plan.params)
+    return _raw_apply_layer(plan, compute_dtype(h), h, rel, rel_c, ones, (qshape, lead), tail,
+                            *plan.params)

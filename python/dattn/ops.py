@@ -499,14 +499,20 @@ class _EagerAttention(torch.autograd.Function):
                 None, None, None, None)
 
 
-# Function.apply's Python wrapper (functorch's dead-wrapper unwrapping of every argument,
-# the setup_context check) costs ~10 us a call on this project's CPU, before the forward's
-# first launch. _eager_path has ruled out functorch transforms (_modes_active), where that
-# wrapper does nothing else: the C apply is called directly, as _proj.py does for its nodes.
-try:
-    _eager_apply = torch._C._FunctionBase.__dict__["apply"].__get__(None, _EagerAttention)
-except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
-    _eager_apply = _EagerAttention.apply
+def c_apply(fn_cls):
+    """fn_cls.apply without torch.autograd.Function.apply's Python wrapper: the C apply
+    it ends in. The wrapper binds default arguments (for Functions with setup_context) and
+    unwraps functorch's dead wrappers of every argument: 9-15 us a call on this project's
+    CPU (bench/results/host-2026-12-07-apply), host time before the forward's first launch.
+    Only for callers that have ruled out functorch transforms (where the wrapper does more)
+    and whose Function has no setup_context. On a torch without a C apply: fn_cls.apply."""
+    try:
+        return torch._C._FunctionBase.__dict__["apply"].__get__(None, fn_cls)
+    except (AttributeError, KeyError, TypeError):  # pragma: no cover - a torch without it
+        return fn_cls.apply
+
+
+_eager_apply = c_apply(_EagerAttention)  # (_eager_path has ruled out functorch transforms)
 
 
 # ---- public wrapper -----------------------------------------------------------------
