@@ -87,19 +87,21 @@ def test_gpu_cells_h200_only_stops_on_another_card(tmp_path):
     assert "H100" in (cells / "card.txt").read_text() and "not an H200" in (cells / "card.txt").read_text()
 
 
-def test_gpu_cells_dry_run_lists_the_steps_within_seven_files(tmp_path):
-    """On an H200 (or without --h200-only) the dry run prints the build and the timed cells in
-    order, every output path under $OUT/cells, no more than seven files named."""
+def test_gpu_cells_dry_run_lists_the_steps_within_eight_files(tmp_path):
+    """On an H200 (or without --h200-only) the dry run prints the build, the timed cells and the
+    fine-tune check in order, every output path under $OUT/cells, no more than eight files named
+    (the device tool brings back eight a call)."""
     env = _fake_smi(tmp_path, "NVIDIA H200")
     r = subprocess.run(["sh", "scripts/gpu_cells.sh", "--h200-only", "--dry-run"], cwd=ROOT, capture_output=True,
                        text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     steps = [ln.split()[1] for ln in r.stdout.splitlines() if ln.startswith("step ")]
-    assert steps == ["build", "bwd-bench", "op-trace", "bwd-bench-2", "fwd-bench", "train-bench"]
+    assert steps == ["build", "bwd-bench", "op-trace", "bwd-bench-2", "finetune-e2e", "fwd-bench",
+                     "train-bench"]
     cells = tmp_path / "out" / "cells"
     named = {w for ln in r.stdout.splitlines() for w in ln.split() if w.startswith(str(cells))}
-    assert {Path(w).name for w in named} == {"bwd1.json", "op_trace.json", "bwd2.json", "fwd.json",
-                                             "train_bench.json"}
-    assert len(named) + 2 <= 7  # + card.txt and log.txt
+    assert {Path(w).name for w in named} == {"bwd1.json", "op_trace.json", "bwd2.json",
+                                             "finetune_e2e.json", "fwd.json", "train_bench.json"}
+    assert len(named) + 2 <= 8  # + card.txt and log.txt
     r = subprocess.run(["sh", "scripts/gpu_cells.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "unknown argument" in r.stderr
