@@ -7,15 +7,16 @@
 #
 # Builds the library for sm_90a, then within GPU_CELLS_BUDGET seconds (default 400; each step
 # is cut to what is left): bwd-bench (issue 5's fwd+bwd cells), the op trace (kernels, host lead
-# and the device's wait before each launch), bwd-bench again (its L512 cell spreads by up to
-# ~15 % between calls on one machine: gpu-2026-12-07-s42), finetune-e2e (issue 5's fine-tune
-# criterion, ~35 s), the forward bench's op level (issue 6), train-bench if 150 s are left.
+# and the device's wait before each launch), bwd-bench again (its L512 cell moves between
+# calls: 1.856 and 1.559 ms ten minutes apart on one H100, gpu-2026-12-07-s42), finetune-e2e
+# (issue 5's fine-tune criterion, ~35 s), the forward bench's op level (issue 6), train-bench
+# if 150 s are left.
 # --h200-only: on any other card, write card.txt and stop (the start is the only cost).
 # --dry-run: print the steps, run nothing. Everything goes under $OUT/cells (default
 # gpu-out/cells), eight files at most, so that a run cut by the tool's limit still comes back
 # whole: card.txt, log.txt (each step's exit status, time and output tail), bwd1.json,
-# op_trace.json, bwd2.json, finetune_e2e.json, fwd.json, train_bench.json. Set DATTN_GIT_COMMIT as for
-# gpu_check.sh (the device has no .git).
+# op_trace.json, bwd2.json, finetune_e2e.json, fwd.json, train_bench.json. Set
+# DATTN_GIT_COMMIT as for gpu_check.sh (the device has no .git).
 set -u
 OUT=${OUT:-gpu-out}
 D=$OUT/cells
@@ -65,7 +66,8 @@ step build 240 3 make -j16 CUDA=1 CUDA_ARCHS="-gencode=arch=compute_90a,code=sm_
 step bwd-bench 120 8 $E python3 bench/gpu_bwd_bench.py --json "$D/bwd1.json"
 step op-trace 60 40 $E python3 bench/gpu_op_trace.py --json "$D/op_trace.json"
 step bwd-bench-2 120 8 $E python3 bench/gpu_bwd_bench.py --json "$D/bwd2.json"
-step finetune-e2e 90 3 $E python3 scripts/finetune_e2e.py --device cuda --json "$D/finetune_e2e.json"
+step finetune-e2e 90 3 $E python3 scripts/finetune_e2e.py --device cuda \
+  --json "$D/finetune_e2e.json"
 step fwd-bench 150 30 $E python3 bench/gpu_bench.py --op-only --json "$D/fwd.json"
 if [ $DRY -eq 1 ] || [ $((BUDGET - ($(date +%s) - T0))) -ge 150 ]; then
   step train-bench 170 16 $E python3 bench/gpu_train_bench.py --json "$D/train_bench.json"
